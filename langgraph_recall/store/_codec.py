@@ -1,0 +1,58 @@
+"""How values become bytes: JSON for BaseStore items, LangGraph's own serializer for records.
+
+Records (messages, tool arguments, results) go through ``JsonPlusSerializer`` so that Decimal,
+datetime, bytes, dataclasses, pydantic models and LangChain messages come back with their
+types, without pickle. Items stay JSON because BaseStore promises JSON and filters read them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from .._errors import RecallError
+
+_serde = JsonPlusSerializer()
+
+
+def dumps_typed(value: Any) -> tuple[str, bytes]:
+    try:
+        return _serde.dumps_typed(value)
+    except Exception as exc:
+        raise RecallError(
+            f"cannot record a value of type {type(value).__name__}: {exc}. Return plain data, "
+            "a dataclass, a pydantic model or a LangChain message.",
+            code="invalid_value",
+        ) from exc
+
+
+def loads_typed(type_: str, data: bytes) -> Any:
+    return _serde.loads_typed((type_, bytes(data)))
+
+
+def dump_json(value: Any, *, what: str = "value") -> str:
+    """JSON text of an item value; refuses what JSON or PostgreSQL's jsonb cannot hold."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError as exc:
+        raise RecallError(
+            f"{what} must be JSON-serialisable (dict, list, str, int, float, bool, None): {exc}. "
+            "Convert it first, e.g. str() a datetime or .model_dump() a model.",
+            code="invalid_value",
+        ) from exc
+    if "\\u0000" in text:
+        # jsonb cannot store NUL; refuse on SQLite too so both backends accept the same data.
+        raise RecallError(
+            f"{what} contains a NUL character (\\x00), which JSON stores cannot hold; strip it "
+            "or store the data as a record (store.record / an output).",
+            code="invalid_value",
+        )
+    return text
+
+
+def load_json(text: Any) -> Any:
+    if isinstance(text, (dict, list)):  # psycopg already decoded jsonb
+        return text
+    return orjson.loads(text)

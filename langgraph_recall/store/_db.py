@@ -1,0 +1,301 @@
+"""Thin sync drivers for the two engines: connections, transactions, statement dialect.
+
+Everything above this module writes SQL once, with ``?`` placeholders and a ``{now}`` token for
+the database clock; ``Database.sql`` renders it for the engine. The async API runs these sync
+drivers in a worker thread (see ``RecallStore._run``), so each piece of logic exists once.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from .._errors import RecallError
+from ._schema import MIGRATIONS, SCHEMA_VERSION, Dialect, render
+
+Row = tuple[Any, ...]
+
+# The database's own clock, in seconds since the epoch, so that several machines sharing one
+# PostgreSQL server agree on lease expiry even when their clocks drift.
+_NOW: dict[Dialect, str] = {
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    "postgres": "extract(epoch from clock_timestamp())::double precision",
+}
+
+
+class Tx:
+    """One open transaction (or autocommit read) on one connection."""
+
+    __slots__ = ("_cur", "_db")
+
+    def __init__(self, db: Database, cur: Any) -> None:
+        self._db = db
+        self._cur = cur
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        cur = self._cur.execute(self._db.sql(sql), self._p(params))
+        return list(cur.fetchall()) if cur.description else []
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        cur = self._cur.execute(self._db.sql(sql), self._p(params))
+        return cur.fetchone() if cur.description else None
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return int(self._cur.execute(self._db.sql(sql), self._p(params)).rowcount)
+
+    def _p(self, params: Sequence[Any]) -> Sequence[Any] | None:
+        # psycopg parses %-placeholders whenever params is not None, even when empty.
+        return params if params or self._db.dialect == "sqlite" else None
+
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._cur.executemany(self._db.sql(sql), rows)
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._db.dialect
+
+
+class Database(ABC):
+    dialect: Dialect
+    target: str
+
+    def __init__(self) -> None:
+        self._sql_cache: dict[str, str] = {}
+        self._local = threading.local()
+
+    def sql(self, sql: str) -> str:
+        out = self._sql_cache.get(sql)
+        if out is None:
+            out = sql.replace("{now}", _NOW[self.dialect])
+            if self.dialect == "postgres":
+                out = out.replace("?", "%s")
+            self._sql_cache[sql] = out
+        return out
+
+    @contextmanager
+    def tx(self, write: bool = False) -> Iterator[Tx]:
+        """A transaction; ``write=True`` takes the write lock up front (no read-then-write race).
+
+        Re-entrant per thread: an inner ``tx`` joins the outer one.
+        """
+        current: Tx | None = getattr(self._local, "tx", None)
+        if current is not None:
+            yield current
+            return
+        with self._open(write) as tx:
+            self._local.tx = tx
+            try:
+                yield tx
+            finally:
+                self._local.tx = None
+
+    @abstractmethod
+    def _open(self, write: bool) -> Any: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def migrate(self) -> int:
+        """Create or upgrade the schema; returns the version now in force."""
+        with self.tx(write=True) as tx:
+            if self.dialect == "postgres":
+                # Several workers may open a fresh database at once: serialise the DDL.
+                tx.run("SELECT pg_advisory_xact_lock(7260031122)")
+            self._create_meta(tx)
+            row = tx.one("SELECT value FROM recall_meta WHERE key = 'schema_version'")
+            current = int(row[0]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise RecallError(
+                    f"{self.target} holds langgraph-recall schema v{current}, newer than this "
+                    f"version understands (v{SCHEMA_VERSION}). Upgrade langgraph-recall "
+                    "(pip install -U langgraph-recall) before opening it.",
+                    code="schema_too_new",
+                    found=current,
+                    supported=SCHEMA_VERSION,
+                )
+            for version in range(current, SCHEMA_VERSION):
+                for stmt in render(MIGRATIONS[version], self.dialect):
+                    tx.run(stmt)
+            if current != SCHEMA_VERSION:
+                tx.run(
+                    "INSERT INTO recall_meta(key, value) VALUES ('schema_version', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(SCHEMA_VERSION),),
+                )
+            return SCHEMA_VERSION
+
+    def _create_meta(self, tx: Tx) -> None:
+        tx.run(
+            "CREATE TABLE IF NOT EXISTS recall_meta (key TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL)"
+        )
+
+
+class SqliteDatabase(Database):
+    """One connection per thread on a WAL file; writes take ``BEGIN IMMEDIATE``."""
+
+    dialect: Dialect = "sqlite"
+
+    def __init__(self, path: str, *, synchronous: str = "NORMAL", busy_timeout: float = 30.0) -> None:
+        super().__init__()
+        self.target = path
+        self.path = path
+        self.synchronous = synchronous.upper()
+        self.busy_timeout = busy_timeout
+        self._conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._closed = False
+
+    def connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise RecallError("this RecallStore is closed; open it again", code="closed")
+            conn = self._connect()
+            self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, timeout=self.busy_timeout, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        except sqlite3.DatabaseError as exc:
+            raise _sqlite_error(exc, self.path) from exc
+        return conn
+
+    @contextmanager
+    def _open(self, write: bool) -> Iterator[Tx]:
+        conn = self.connection()
+        try:
+            cur = conn.cursor()
+            if write:
+                cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield Tx(self, cur)
+            except BaseException:
+                if write:
+                    conn.rollback()
+                raise
+            if write:
+                cur.execute("COMMIT")
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            raise _sqlite_error(exc, self.path) from exc
+
+    def close(self) -> None:
+        self._closed = True
+        with self._conns_lock:
+            for conn in self._conns:
+                try:
+                    conn.close()
+                except sqlite3.ProgrammingError:  # pragma: no cover - closed from its own thread
+                    pass
+            self._conns.clear()
+
+
+def _sqlite_error(exc: sqlite3.DatabaseError, path: str) -> RecallError:
+    text = str(exc)
+    if "not a database" in text or "malformed" in text:
+        return RecallError(
+            f"{path} is not a readable SQLite database ({text}). Nothing was changed. Restore it "
+            "from a backup, or open a different path to start fresh.",
+            code="database",
+        )
+    if "locked" in text or "busy" in text:
+        return RecallError(
+            f"{path} stayed locked by another process for too long ({text}); retry, or raise "
+            "busy_timeout in RecallStore.open.",
+            code="database",
+        )
+    return RecallError(f"SQLite error on {path}: {text}", code="database")
+
+
+class PostgresDatabase(Database):
+    """A psycopg connection pool in autocommit mode; writes run in an explicit transaction."""
+
+    dialect: Dialect = "postgres"
+
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 8) -> None:
+        super().__init__()
+        try:
+            import psycopg  # noqa: F401
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise RecallError(
+                "PostgreSQL needs the postgres extra: pip install 'langgraph-recall[postgres]'",
+                code="database",
+            ) from exc
+        self.target = _redact(dsn)
+        self.dsn = dsn
+        try:
+            self.pool = ConnectionPool(
+                dsn,
+                min_size=min_size,
+                max_size=max_size,
+                kwargs={"autocommit": True},
+                open=True,
+                name="langgraph-recall",
+            )
+            self.pool.wait(timeout=10.0)
+        except Exception as exc:
+            raise RecallError(
+                f"cannot reach PostgreSQL at {self.target}: {exc}. Check the DSN and that the "
+                "server is running.",
+                code="database",
+            ) from exc
+
+    @contextmanager
+    def _open(self, write: bool) -> Iterator[Tx]:
+        import psycopg
+
+        try:
+            with self.pool.connection() as conn:
+                if write:
+                    with conn.transaction():
+                        yield Tx(self, conn.cursor())
+                else:
+                    yield Tx(self, conn.cursor())
+        except psycopg.errors.IntegrityError:
+            raise
+        except psycopg.errors.RaiseException:
+            raise
+        except psycopg.OperationalError as exc:
+            raise RecallError(
+                f"PostgreSQL at {self.target} failed: {exc}", code="database"
+            ) from exc
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _redact(dsn: str) -> str:
+    """The DSN without its password, for messages."""
+    if "@" in dsn and "://" in dsn:
+        scheme, rest = dsn.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}@{host}"
+    return dsn
+
+
+def is_postgres_target(target: str) -> bool:
+    return target.startswith(("postgresql://", "postgres://")) or (
+        "=" in target and ("host=" in target or "dbname=" in target)
+    )
+
+
+def sqlite_path(target: str | os.PathLike[str]) -> str:
+    text = os.fspath(target)
+    return text[len("sqlite:///") :] if text.startswith("sqlite:///") else text

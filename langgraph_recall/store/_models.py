@@ -1,0 +1,133 @@
+"""The typed records the store hands back. Plain frozen dataclasses, shown nicely in Jupyter."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage
+
+ActionStatus = Literal["open", "done", "failed", "abandoned", "not_done"]
+ClaimStatus = Literal["claimed", "done", "failed", "in_doubt"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One recorded message of an agent, in order (``seq``)."""
+
+    agent_id: str
+    seq: int
+    msg_id: str
+    role: str
+    message: BaseMessage
+    thread_id: str | None
+    created_at: float
+    output_ref: str | None = None
+    size: int = 0
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """A named reference to where the work lives (a file, branch, URL, ticket)."""
+
+    name: str
+    target: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    """A side-effecting tool call: its latest attempt and how that attempt ended."""
+
+    action_id: str
+    agent_id: str
+    tool: str
+    klass: str
+    args: Any
+    args_digest: str
+    idempotency_key: str
+    attempt: int
+    status: ActionStatus
+    created_at: float
+    thread_id: str | None = None
+    result: Any = None
+    error: str | None = None
+    note: str | None = None
+    resolved_by: str | None = None
+    ended_at: float | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == "open"
+
+    def call_text(self, max_arg: int = 200) -> str:
+        from .._render import call_text
+
+        return call_text(self.tool, self.args if isinstance(self.args, dict) else {}, max_arg)
+
+    def _repr_html_(self) -> str:
+        return (
+            f"<code>{html.escape(self.call_text())}</code> <b>{self.status}</b> "
+            f"<small>{html.escape(self.action_id)} attempt {self.attempt}</small>"
+        )
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What ``claim`` found: a fresh attempt to run, a finished one, or one in doubt."""
+
+    status: ClaimStatus
+    action: Action
+
+    @property
+    def claimed(self) -> bool:
+        return self.status == "claimed"
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A person's decision bound to one action and one argument digest, signed."""
+
+    approval_id: str
+    agent_id: str
+    action_id: str
+    decision: Literal["requested", "approve", "reject"]
+    args: Any
+    args_digest: str | None
+    message: str | None
+    signature: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who acts for an agent and until when; ``epoch`` grows on every change of holder."""
+
+    agent_id: str
+    holder: str
+    epoch: int
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    """A row of ``store.agents()``."""
+
+    agent_id: str
+    created_at: float
+    last_activity: float
+    turns: int
+    open_actions: int
+    lease_holder: str | None = None
+    lease_expires_at: float | None = None
+
+
+@dataclass(frozen=True)
+class UndoReport:
+    """What ``store.undo(agent_id)`` did."""
+
+    undone: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    no_undo: list[str] = field(default_factory=list)
+    stopped_at: str | None = None  # an action in doubt that stopped the walk

@@ -1,0 +1,712 @@
+"""The agent's journal: turns, revisions, outputs, actions, approvals, leases.
+
+Every function takes an open ``Tx`` and is written once for both engines. Anything that decides
+on what it read (claim, spend, lease) runs in a write transaction, which is ``BEGIN IMMEDIATE``
+on SQLite and relies on a primary key or a single conditional statement on PostgreSQL, so two
+processes can never both win.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from .._errors import ApprovalDenied, ApprovalMismatch, LeaseHeld, RecallError
+from ._codec import dump_json, dumps_typed, load_json, loads_typed
+from ._db import Tx
+from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn
+
+# --- agents ----------------------------------------------------------------------------------
+
+
+def touch_agent(tx: Tx, agent_id: str) -> None:
+    """Create the agent row if needed and mark activity.
+
+    The UPDATE also takes the row lock on PostgreSQL, which serialises concurrent appends for
+    one agent (so sequence numbers are handed out without gaps or duplicates).
+    """
+    if not isinstance(agent_id, str) or not agent_id:
+        raise RecallError("agent_id must be a non-empty string", code="invalid_value")
+    tx.run(
+        "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, revision_seq) "
+        "VALUES (?, {now}, {now}, 0, 0) ON CONFLICT (agent_id) DO NOTHING",
+        (agent_id,),
+    )
+    tx.run("UPDATE recall_agents SET last_activity = {now} WHERE agent_id = ?", (agent_id,))
+
+
+def _next_seq(tx: Tx, agent_id: str, column: str, n: int) -> int:
+    """Reserve ``n`` sequence numbers; returns the first."""
+    row = tx.one(
+        f"UPDATE recall_agents SET {column} = {column} + ? WHERE agent_id = ? RETURNING {column}",
+        (n, agent_id),
+    )
+    assert row is not None
+    return int(row[0]) - n + 1
+
+
+def agents(tx: Tx) -> list[AgentInfo]:
+    rows = tx.all(
+        "SELECT a.agent_id, a.created_at, a.last_activity, a.turn_seq, "
+        "(SELECT COUNT(*) FROM recall_open_actions o WHERE o.agent_id = a.agent_id), "
+        "l.holder, l.expires_at, (SELECT COUNT(*) FROM recall_turns t WHERE t.agent_id = a.agent_id) "
+        "FROM recall_agents a LEFT JOIN recall_leases l ON l.agent_id = a.agent_id "
+        "ORDER BY a.agent_id"
+    )
+    now = time.time()
+    out = []
+    for r in rows:
+        live = r[6] is not None and r[6] > now
+        out.append(
+            AgentInfo(
+                agent_id=r[0],
+                created_at=r[1],
+                last_activity=r[2],
+                turns=int(r[7]),
+                open_actions=int(r[4]),
+                lease_holder=r[5] if live else None,
+                lease_expires_at=r[6] if live else None,
+            )
+        )
+    return out
+
+
+def agent_exists(tx: Tx, agent_id: str) -> bool:
+    return tx.one("SELECT 1 FROM recall_agents WHERE agent_id = ?", (agent_id,)) is not None
+
+
+# --- turns -----------------------------------------------------------------------------------
+
+
+def message_id(message: BaseMessage, occurrence: int) -> str:
+    """The message's own id, or a stable one derived from its content.
+
+    Two identical id-less messages in one call are told apart by their occurrence number.
+    """
+    if message.id:
+        return str(message.id)
+    _, data = dumps_typed(message)
+    return f"h-{hashlib.sha256(data).hexdigest()[:24]}-{occurrence}"
+
+
+def record(
+    tx: Tx,
+    agent_id: str,
+    messages: Sequence[BaseMessage],
+    *,
+    thread_id: str | None,
+    output_threshold: int,
+) -> int:
+    if not messages:
+        return 0
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    for m in messages:
+        if not isinstance(m, BaseMessage):
+            raise RecallError(
+                f"record() takes LangChain messages, got {type(m).__name__}; convert with "
+                "langchain_core.messages.convert_to_messages first",
+                code="invalid_value",
+            )
+        if m.id:
+            ids.append(str(m.id))
+            continue
+        base = message_id(m, 0)[:-2]
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        ids.append(f"{base}-{n}")
+    touch_agent(tx, agent_id)
+    existing: set[str] = set()
+    unique = list(dict.fromkeys(ids))
+    for i in range(0, len(unique), 500):
+        chunk = unique[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        existing.update(
+            r[0]
+            for r in tx.all(
+                f"SELECT msg_id FROM recall_turns WHERE agent_id = ? AND msg_id IN ({marks})",
+                [agent_id, *chunk],
+            )
+        )
+    fresh: list[tuple[str, BaseMessage]] = []
+    for mid, m in zip(ids, messages):
+        if mid not in existing:
+            existing.add(mid)
+            fresh.append((mid, m))
+    if not fresh:
+        return 0
+    first = _next_seq(tx, agent_id, "turn_seq", len(fresh))
+    rows = []
+    for offset, (mid, m) in enumerate(fresh):
+        ref = None
+        content = m.content if isinstance(m.content, str) else None
+        stored = m
+        if content is not None and len(content) > output_threshold:
+            # Large turns live whole in outputs; the turn keeps a reference, so a briefing can
+            # point at it without reading it.
+            ref = put_output(tx, agent_id, content)
+            stored = m.model_copy(update={"content": ""})
+        dtype, data = dumps_typed(stored)
+        rows.append(
+            (agent_id, first + offset, mid, thread_id, m.type, dtype, data, len(data) + (len(content) if ref and content else 0), ref)
+        )
+    tx.many(
+        "INSERT INTO recall_turns (agent_id, seq, msg_id, thread_id, role, dtype, data, size, "
+        "output_ref, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {now})",
+        rows,
+    )
+    return len(fresh)
+
+
+_TURN_COLS = "agent_id, seq, msg_id, role, dtype, data, thread_id, created_at, output_ref, size"
+
+
+def _turn(tx: Tx, r: Sequence[Any], *, resolve_outputs: bool) -> Turn:
+    msg = loads_typed(r[4], r[5])
+    if r[8] and resolve_outputs:
+        msg = msg.model_copy(update={"content": fetch_output(tx, r[8])})
+    return Turn(
+        agent_id=r[0],
+        seq=int(r[1]),
+        msg_id=r[2],
+        role=r[3],
+        message=msg,
+        thread_id=r[6],
+        created_at=r[7],
+        output_ref=r[8],
+        size=int(r[9]),
+    )
+
+
+def turns(
+    tx: Tx, agent_id: str, last: int | None, *, resolve_outputs: bool = True, before: int | None = None
+) -> list[Turn]:
+    """Turns oldest first; with ``last`` only the newest N, read backwards on the primary key."""
+    cond, params = "agent_id = ?", [agent_id]
+    if before is not None:
+        cond += " AND seq < ?"
+        params.append(before)
+    if last is None:
+        rows = tx.all(f"SELECT {_TURN_COLS} FROM recall_turns WHERE {cond} ORDER BY seq", params)
+    else:
+        rows = tx.all(
+            f"SELECT {_TURN_COLS} FROM recall_turns WHERE {cond} ORDER BY seq DESC LIMIT ?",
+            [*params, int(last)],
+        )
+        rows.reverse()
+    return [_turn(tx, r, resolve_outputs=resolve_outputs) for r in rows]
+
+
+def turn_count(tx: Tx, agent_id: str) -> int:
+    row = tx.one("SELECT turn_seq FROM recall_agents WHERE agent_id = ?", (agent_id,))
+    return int(row[0]) if row else 0
+
+
+# --- working state and pointers ----------------------------------------------------------------
+
+STATE_NS = "state"
+POINTER_NS = "pointers"
+OUTPUT_NS = "outputs"
+
+
+def agent_ns(agent_id: str, kind: str) -> tuple[str, ...]:
+    return ("recall", agent_id, kind)
+
+
+def _put_item(tx: Tx, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> None:
+    from ._items import body_text, encode_ns
+
+    tx.run(
+        "INSERT INTO recall_items (prefix, key, value, body, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, {now}, {now}) ON CONFLICT (prefix, key) DO UPDATE SET "
+        "value = excluded.value, body = excluded.body, updated_at = excluded.updated_at",
+        (encode_ns(namespace), key, dump_json(value), body_text(value, None)),
+    )
+
+
+def _get_item(tx: Tx, namespace: tuple[str, ...], key: str) -> dict[str, Any] | None:
+    from ._items import encode_ns
+
+    row = tx.one(
+        "SELECT value FROM recall_items WHERE prefix = ? AND key = ?", (encode_ns(namespace), key)
+    )
+    return None if row is None else load_json(row[0])
+
+
+def _revise(tx: Tx, agent_id: str, kind: str, name: str | None, data: dict[str, Any]) -> None:
+    touch_agent(tx, agent_id)
+    seq = _next_seq(tx, agent_id, "revision_seq", 1)
+    tx.run(
+        "INSERT INTO recall_revisions (agent_id, seq, kind, name, data, created_at) "
+        "VALUES (?, ?, ?, ?, ?, {now})",
+        (agent_id, seq, kind, name, dump_json(data, what=f"{kind} fields")),
+    )
+
+
+def working_state(tx: Tx, agent_id: str) -> dict[str, Any]:
+    return _get_item(tx, agent_ns(agent_id, STATE_NS), "current") or {}
+
+
+def update_working_state(tx: Tx, agent_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """Append a revision and return the merged view (a field set to None is removed)."""
+    if not fields:
+        return working_state(tx, agent_id)
+    _revise(tx, agent_id, "state", None, fields)
+    merged = working_state(tx, agent_id)
+    for k, v in fields.items():
+        if v is None:
+            merged.pop(k, None)
+        else:
+            merged[k] = v
+    _put_item(tx, agent_ns(agent_id, STATE_NS), "current", merged)
+    return merged
+
+
+def milestone(tx: Tx, agent_id: str, text: str) -> dict[str, Any]:
+    if not isinstance(text, str) or not text.strip():
+        raise RecallError("a milestone needs some text", code="invalid_value")
+    _revise(tx, agent_id, "milestone", None, {"text": text})
+    merged = working_state(tx, agent_id)
+    merged["last_milestone"] = text
+    _put_item(tx, agent_ns(agent_id, STATE_NS), "current", merged)
+    return merged
+
+
+def revisions(tx: Tx, agent_id: str) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
+    rows = tx.all(
+        "SELECT seq, kind, name, data, created_at FROM recall_revisions WHERE agent_id = ? "
+        "ORDER BY seq",
+        (agent_id,),
+    )
+    return [(int(r[0]), r[1], r[2], load_json(r[3]), r[4]) for r in rows]
+
+
+def set_pointer(tx: Tx, agent_id: str, name: str, target: str, note: str | None) -> Pointer:
+    if not isinstance(name, str) or not name.strip():
+        raise RecallError("a pointer needs a name", code="invalid_value")
+    if not isinstance(target, str) or not target.strip():
+        raise RecallError(f"pointer {name!r} needs a target (a path, URL, branch...)", code="invalid_value")
+    data = {"name": name, "target": target, "note": note}
+    _revise(tx, agent_id, "pointer", name, data)
+    _put_item(tx, agent_ns(agent_id, POINTER_NS), name, data)
+    return Pointer(name=name, target=target, note=note)
+
+
+def pointers(tx: Tx, agent_id: str) -> dict[str, Pointer]:
+    from ._items import encode_ns
+
+    rows = tx.all(
+        "SELECT value FROM recall_items WHERE prefix = ? ORDER BY key",
+        (encode_ns(agent_ns(agent_id, POINTER_NS)),),
+    )
+    out: dict[str, Pointer] = {}
+    for (v,) in rows:
+        d = load_json(v)
+        out[d["name"]] = Pointer(d["name"], d["target"], d.get("note"))
+    return out
+
+
+# --- outputs ---------------------------------------------------------------------------------
+
+
+def put_output(tx: Tx, agent_id: str, content: str) -> str:
+    """Store content whole; the reference is derived from agent and content (stored once)."""
+    data = content.encode("utf-8", "surrogatepass")
+    ref = "out-" + hashlib.sha256(agent_id.encode() + b"\0" + data).hexdigest()[:16]
+    inserted = tx.run(
+        "INSERT INTO recall_outputs (ref, agent_id, size, data, created_at) "
+        "VALUES (?, ?, ?, ?, {now}) ON CONFLICT (ref) DO NOTHING",
+        (ref, agent_id, len(content), data),
+    )
+    if inserted:
+        _put_item(
+            tx,
+            agent_ns(agent_id, OUTPUT_NS),
+            ref,
+            {"ref": ref, "size": len(content), "preview": content[:200]},
+        )
+    return ref
+
+
+def fetch_output(tx: Tx, ref: str, offset: int = 0, length: int | None = None) -> str:
+    row = tx.one("SELECT data FROM recall_outputs WHERE ref = ?", (ref,))
+    if row is None:
+        raise RecallError(
+            f"no output {ref!r} is recorded; use a reference exactly as the briefing shows it",
+            code="unknown_output",
+        )
+    text = bytes(row[0]).decode("utf-8", "surrogatepass")
+    offset = max(0, int(offset))
+    return text[offset:] if length is None else text[offset : offset + max(0, int(length))]
+
+
+# --- actions ---------------------------------------------------------------------------------
+
+_ACTION_COLS = (
+    "a.action_id, a.agent_id, a.tool, a.klass, a.args_type, a.args, a.args_digest, "
+    "a.idempotency_key, a.attempt, a.created_at, a.thread_id, e.outcome, e.result_type, e.result, "
+    "e.error, e.note, e.resolved_by, e.created_at"
+)
+
+
+def _action(r: Sequence[Any]) -> Action:
+    result = loads_typed(r[12], r[13]) if r[12] is not None and r[13] is not None else None
+    return Action(
+        action_id=r[0],
+        agent_id=r[1],
+        tool=r[2],
+        klass=r[3],
+        args=loads_typed(r[4], r[5]),
+        args_digest=r[6],
+        idempotency_key=r[7],
+        attempt=int(r[8]),
+        created_at=r[9],
+        thread_id=r[10],
+        status=r[11] or "open",
+        result=result,
+        error=r[14],
+        note=r[15],
+        resolved_by=r[16],
+        ended_at=r[17],
+    )
+
+
+def latest_action(tx: Tx, action_id: str) -> Action | None:
+    row = tx.one(
+        f"SELECT {_ACTION_COLS} FROM recall_actions a LEFT JOIN recall_action_ends e "
+        "ON e.action_id = a.action_id AND e.attempt = a.attempt WHERE a.action_id = ? "
+        "ORDER BY a.attempt DESC LIMIT 1",
+        (action_id,),
+    )
+    return None if row is None else _action(row)
+
+
+def find_action(tx: Tx, action_id: str) -> Action:
+    """An action by id or unique id prefix (for people typing ids from the CLI)."""
+    found = latest_action(tx, action_id)
+    if found is not None:
+        return found
+    rows = tx.all(
+        "SELECT DISTINCT action_id FROM recall_actions WHERE action_id >= ? AND action_id < ? LIMIT 2",
+        (action_id, action_id + "\uffff"),
+    )
+    if len(rows) == 1:
+        found = latest_action(tx, rows[0][0])
+        assert found is not None
+        return found
+    if len(rows) > 1:
+        raise RecallError(f"action id {action_id!r} is ambiguous; give more characters", code="unknown_action")
+    raise RecallError(
+        f"no action {action_id!r} is recorded; list them with `langgraph-recall actions AGENT`",
+        code="unknown_action",
+    )
+
+
+def claim(
+    tx: Tx,
+    *,
+    agent_id: str,
+    action_id: str,
+    tool: str,
+    klass: str,
+    args: Any,
+    args_digest: str,
+    idempotency_key: str,
+    thread_id: str | None,
+    epoch: int | None,
+) -> Claim:
+    """Insert-if-absent of the next attempt of an action.
+
+    A finished action returns its end; an open one is in doubt. Abandoned (an ``interrupt()``
+    unwound it) and not-done (a person or resolver said it did not happen) attempts may run
+    again, as a new attempt under the same idempotency key.
+    """
+    prev = latest_action(tx, action_id)
+    if prev is not None:
+        if prev.status == "open":
+            return Claim("in_doubt", prev)
+        if prev.status in ("done", "failed"):
+            return Claim(prev.status, prev)
+        if prev.args_digest != args_digest:
+            raise ApprovalMismatch(
+                f"action {action_id} was recorded for other arguments; it will not run with new ones",
+                code="approval_mismatch",
+            )
+    attempt = 1 if prev is None else prev.attempt + 1
+    touch_agent(tx, agent_id)
+    args_type, args_data = dumps_typed(args)
+    inserted = tx.run(
+        "INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, args_type, "
+        "args, args_digest, idempotency_key, epoch, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) ON CONFLICT (action_id, attempt) DO NOTHING",
+        (action_id, attempt, agent_id, thread_id, tool, klass, args_type, args_data, args_digest,
+         idempotency_key, epoch),
+    )
+    if not inserted:
+        # Another process claimed the same attempt between our read and our insert (possible on
+        # PostgreSQL, where the read takes no lock): theirs stands and ours is in doubt.
+        other = latest_action(tx, action_id)
+        assert other is not None
+        return Claim("in_doubt" if other.status == "open" else other.status, other)  # type: ignore[arg-type]
+    tx.run(
+        "INSERT INTO recall_open_actions (action_id, attempt, agent_id) VALUES (?, ?, ?) "
+        "ON CONFLICT (action_id) DO UPDATE SET attempt = excluded.attempt",
+        (action_id, attempt, agent_id),
+    )
+    action = latest_action(tx, action_id)
+    assert action is not None
+    return Claim("claimed", action)
+
+
+END_OUTCOMES = ("done", "failed", "abandoned", "not_done")
+
+
+def end(
+    tx: Tx,
+    action_id: str,
+    attempt: int,
+    outcome: str,
+    *,
+    result: Any = None,
+    error: str | None = None,
+    note: str | None = None,
+    resolved_by: str | None = None,
+) -> bool:
+    """Record how an attempt ended. Only once, only for an attempt that exists."""
+    if outcome not in END_OUTCOMES:
+        raise RecallError(f"outcome must be one of {END_OUTCOMES}, got {outcome!r}", code="invalid_value")
+    if tx.one("SELECT 1 FROM recall_actions WHERE action_id = ? AND attempt = ?", (action_id, attempt)) is None:
+        raise RecallError(f"no intent for action {action_id} attempt {attempt}", code="unknown_action")
+    rtype, rdata = (None, None) if outcome != "done" else dumps_typed(result)
+    inserted = tx.run(
+        "INSERT INTO recall_action_ends (action_id, attempt, outcome, result_type, result, error, "
+        "note, resolved_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now}) "
+        "ON CONFLICT (action_id, attempt) DO NOTHING",
+        (action_id, attempt, outcome, rtype, rdata, error, note, resolved_by),
+    )
+    if inserted:
+        tx.run(
+            "DELETE FROM recall_open_actions WHERE action_id = ? AND attempt = ?",
+            (action_id, attempt),
+        )
+    return bool(inserted)
+
+
+def actions(tx: Tx, agent_id: str, open_only: bool) -> list[Action]:
+    """Latest attempt of each action, oldest first (open ones: only those without an end)."""
+    if open_only:
+        rows = tx.all(
+            f"SELECT {_ACTION_COLS} FROM recall_open_actions o JOIN recall_actions a "
+            "ON a.action_id = o.action_id AND a.attempt = o.attempt LEFT JOIN recall_action_ends e "
+            "ON e.action_id = a.action_id AND e.attempt = a.attempt WHERE o.agent_id = ? "
+            "ORDER BY a.created_at, a.action_id",
+            (agent_id,),
+        )
+    else:
+        rows = tx.all(
+            f"SELECT {_ACTION_COLS} FROM recall_actions a LEFT JOIN recall_action_ends e "
+            "ON e.action_id = a.action_id AND e.attempt = a.attempt WHERE a.agent_id = ? AND "
+            "a.attempt = (SELECT MAX(b.attempt) FROM recall_actions b WHERE b.action_id = a.action_id) "
+            "ORDER BY a.created_at, a.action_id",
+            (agent_id,),
+        )
+    return [_action(r) for r in rows]
+
+
+def resolve(tx: Tx, action_id: str, outcome: str, note: str | None, by: str) -> Action:
+    action = find_action(tx, action_id)
+    if action.status != "open":
+        raise RecallError(
+            f"action {action.action_id} is already {action.status}; only open (in doubt) actions "
+            "can be resolved",
+            code="not_open",
+        )
+    if outcome not in ("done", "not_done"):
+        raise RecallError("resolve with outcome 'done' or 'not_done'", code="invalid_value")
+    end(tx, action.action_id, action.attempt, outcome, note=note, resolved_by=by)
+    found = latest_action(tx, action.action_id)
+    assert found is not None
+    return found
+
+
+# --- approvals -------------------------------------------------------------------------------
+
+
+def _sign(secret: bytes, agent_id: str, action_id: str, decision: str, digest: str | None) -> str:
+    msg = "\x1f".join([agent_id, action_id, decision, digest or ""]).encode()
+    return hmac.new(secret, msg, hashlib.sha256).hexdigest()
+
+
+def _approval(r: Sequence[Any]) -> Approval:
+    return Approval(
+        approval_id=r[0],
+        agent_id=r[1],
+        action_id=r[2],
+        decision=r[3],
+        args=loads_typed(r[4], r[5]) if r[4] is not None else None,
+        args_digest=r[6],
+        message=r[7],
+        signature=r[8],
+        created_at=r[9],
+    )
+
+
+_APPROVAL_COLS = (
+    "approval_id, agent_id, action_id, decision, args_type, args, args_digest, message, "
+    "signature, created_at"
+)
+
+
+def record_decision(
+    tx: Tx,
+    secret: bytes,
+    *,
+    agent_id: str,
+    action_id: str,
+    decision: str,
+    args: Any = None,
+    args_digest: str | None = None,
+    message: str | None = None,
+) -> Approval:
+    if decision not in ("requested", "approve", "reject"):
+        raise RecallError(f"unknown decision {decision!r}", code="invalid_value")
+    touch_agent(tx, agent_id)
+    approval_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+    atype, adata = (None, None) if args is None else dumps_typed(args)
+    sig = _sign(secret, agent_id, action_id, decision, args_digest)
+    tx.run(
+        f"INSERT INTO recall_approvals ({_APPROVAL_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {{now}})",
+        (approval_id, agent_id, action_id, decision, atype, adata, args_digest, message, sig),
+    )
+    return latest_decision(tx, action_id)  # type: ignore[return-value]
+
+
+def latest_decision(tx: Tx, action_id: str) -> Approval | None:
+    row = tx.one(
+        f"SELECT {_APPROVAL_COLS} FROM recall_approvals WHERE action_id = ? "
+        "ORDER BY approval_id DESC LIMIT 1",
+        (action_id,),
+    )
+    return None if row is None else _approval(row)
+
+
+def verify_signature(secret: bytes, a: Approval) -> bool:
+    expected = _sign(secret, a.agent_id, a.action_id, a.decision, a.args_digest)
+    return hmac.compare_digest(expected, a.signature)
+
+
+def spend_approval(
+    tx: Tx, secret: bytes, *, agent_id: str, action_id: str, args_digest: str, attempt: int
+) -> Approval:
+    """Use the latest decision for this action to run it with exactly ``args_digest``. Once."""
+    a = latest_decision(tx, action_id)
+    if a is None or a.decision == "requested":
+        raise RecallError(f"action {action_id} has no decision yet", code="approval_required")
+    if a.agent_id != agent_id or not verify_signature(secret, a):
+        raise ApprovalMismatch(
+            f"the decision on record for {action_id} does not carry a valid signature for this "
+            "agent; it was altered or made with another secret, so nothing runs",
+        )
+    if a.decision == "reject":
+        raise ApprovalDenied(f"a person rejected {action_id}: {a.message or 'no reason given'}")
+    if not hmac.compare_digest(a.args_digest or "", args_digest):
+        raise ApprovalMismatch(
+            f"the approval for {action_id} was given for other arguments (digest "
+            f"{(a.args_digest or '')[:12]}), not the ones about to run ({args_digest[:12]}); "
+            "nothing ran. Ask for a new decision.",
+        )
+    spent = tx.run(
+        "INSERT INTO recall_approval_spends (approval_id, action_id, attempt, created_at) "
+        "VALUES (?, ?, ?, {now}) ON CONFLICT (approval_id) DO NOTHING",
+        (a.approval_id, action_id, attempt),
+    )
+    if not spent:
+        raise ApprovalMismatch(
+            f"the approval for {action_id} was already used by one execution; a replayed resume "
+            "cannot run the call again. Ask for a new decision.",
+        )
+    return a
+
+
+def pending_approvals(tx: Tx, agent_id: str) -> list[Approval]:
+    """Requests with no decision after them."""
+    rows = tx.all(
+        f"SELECT {_APPROVAL_COLS} FROM recall_approvals r WHERE r.agent_id = ? AND "
+        "r.decision = 'requested' AND NOT EXISTS (SELECT 1 FROM recall_approvals d WHERE "
+        "d.action_id = r.action_id AND d.approval_id > r.approval_id) ORDER BY r.approval_id",
+        (agent_id,),
+    )
+    return [_approval(r) for r in rows]
+
+
+def all_approvals(tx: Tx) -> list[Approval]:
+    return [_approval(r) for r in tx.all(f"SELECT {_APPROVAL_COLS} FROM recall_approvals")]
+
+
+# --- leases ----------------------------------------------------------------------------------
+
+
+def lease(tx: Tx, agent_id: str) -> Lease | None:
+    row = tx.one(
+        "SELECT agent_id, holder, epoch, expires_at FROM recall_leases WHERE agent_id = ?",
+        (agent_id,),
+    )
+    return None if row is None else Lease(row[0], row[1], int(row[2]), float(row[3]))
+
+
+def acquire_lease(tx: Tx, agent_id: str, holder: str, ttl: float) -> Lease:
+    """Take the lease if it is free, expired or already ours, in one conditional statement.
+
+    The epoch grows whenever the holder changes: it is the fencing token written with every
+    checkpoint, so a holder that was frozen past its expiry can be told apart from the new one.
+    """
+    row = tx.one(
+        "INSERT INTO recall_leases (agent_id, holder, epoch, expires_at, acquired_at) "
+        "VALUES (?, ?, 1, {now} + ?, {now}) ON CONFLICT (agent_id) DO UPDATE SET "
+        "epoch = CASE WHEN recall_leases.holder = excluded.holder THEN recall_leases.epoch "
+        "ELSE recall_leases.epoch + 1 END, holder = excluded.holder, "
+        "expires_at = excluded.expires_at, acquired_at = excluded.acquired_at "
+        "WHERE recall_leases.expires_at <= {now} OR recall_leases.holder = excluded.holder "
+        "RETURNING agent_id, holder, epoch, expires_at",
+        (agent_id, holder, float(ttl)),
+    )
+    if row is None:
+        current = lease(tx, agent_id)
+        assert current is not None
+        left = max(0.0, current.expires_at - time.time())
+        raise LeaseHeld(
+            f"agent {agent_id!r} is being run by {current.holder} (lease epoch {current.epoch}, "
+            f"expires in {left:.1f}s); nothing ran here. Wait for it to finish, pass wait= to "
+            "queue, or run a different agent_id.",
+            agent_id=agent_id,
+            holder=current.holder,
+            expires_at=current.expires_at,
+            epoch=current.epoch,
+        )
+    return Lease(row[0], row[1], int(row[2]), float(row[3]))
+
+
+def renew_lease(tx: Tx, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
+    return bool(
+        tx.run(
+            "UPDATE recall_leases SET expires_at = {now} + ? WHERE agent_id = ? AND holder = ? "
+            "AND epoch = ?",
+            (float(ttl), agent_id, holder, epoch),
+        )
+    )
+
+
+def release_lease(tx: Tx, agent_id: str, holder: str, epoch: int) -> bool:
+    # The row stays (expired) so the epoch keeps growing across holders.
+    return bool(
+        tx.run(
+            "UPDATE recall_leases SET expires_at = 0 WHERE agent_id = ? AND holder = ? AND epoch = ?",
+            (agent_id, holder, epoch),
+        )
+    )

@@ -1,0 +1,90 @@
+"""The store's signing secret and the "records missing" check.
+
+On SQLite the secret lives in a file beside the database (``recall.db.secret``, mode 0600),
+together with the id of the store it belongs to. That pairing is what lets us notice a database
+that was deleted, emptied or swapped: the secret file says "there were records here", the
+database says "I am new" (or "I am another store"), and we refuse instead of starting over.
+On PostgreSQL the secret is passed in (``secret=``) or read from ``LANGGRAPH_RECALL_SECRET``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+
+from .._errors import RecallError, RecordsMissing
+from ._db import Database
+
+ENV_SECRET = "LANGGRAPH_RECALL_SECRET"
+
+
+def secret_path(db_path: str) -> str:
+    return db_path + ".secret"
+
+
+def _store_id(db: Database) -> str | None:
+    with db.tx() as tx:
+        row = tx.one("SELECT value FROM recall_meta WHERE key = 'store_id'")
+    return None if row is None else str(row[0])
+
+
+def _set_store_id(db: Database) -> str:
+    new_id = secrets.token_hex(16)
+    with db.tx(write=True) as tx:
+        tx.run(
+            "INSERT INTO recall_meta (key, value) VALUES ('store_id', ?) ON CONFLICT (key) DO NOTHING",
+            (new_id,),
+        )
+        row = tx.one("SELECT value FROM recall_meta WHERE key = 'store_id'")
+    assert row is not None
+    return str(row[0])
+
+
+def sqlite_secret(db: Database, db_path: str, existed_before: bool) -> bytes:
+    """Load (or on first use create) the secret file, refusing a database that lost its records."""
+    path = secret_path(db_path)
+    store_id = _store_id(db)
+    if os.path.exists(path):
+        with open(path) as f:
+            saved = json.load(f)
+        if store_id != saved.get("store_id"):
+            what = "is new or empty" if store_id is None else "belongs to another store"
+            raise RecordsMissing(
+                f"{db_path} {what}, but {path} says this place held the records of store "
+                f"{saved.get('store_id')}: the database was deleted, emptied or replaced. Nothing "
+                f"was written. Restore the database from a backup, or, to start fresh on purpose, "
+                f"delete {path} too.",
+                path=db_path,
+            )
+        return bytes.fromhex(saved["secret"])
+    if store_id is not None and existed_before:
+        raise RecallError(
+            f"{path} is missing, so approvals recorded in {db_path} can no longer be verified. "
+            "Restore the secret file from a backup; to start over on purpose, move the database "
+            "away as well.",
+            code="secret_missing",
+        )
+    store_id = store_id or _set_store_id(db)
+    secret = secrets.token_bytes(32)
+    # Create with 0600 from the start: never a moment where others can read it.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"store_id": store_id, "secret": secret.hex()}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    return secret
+
+
+def postgres_secret(db: Database, given: str | bytes | None) -> bytes:
+    raw = given if given is not None else os.environ.get(ENV_SECRET)
+    if not raw:
+        raise RecallError(
+            "a PostgreSQL RecallStore needs a signing secret shared by all workers: pass "
+            f"secret=... to RecallStore.open or set {ENV_SECRET} (for example to the output of "
+            "`python -c 'import secrets; print(secrets.token_hex(32))'`).",
+            code="secret_missing",
+        )
+    if _store_id(db) is None:
+        _set_store_id(db)
+    return raw if isinstance(raw, bytes) else raw.encode()

@@ -1,0 +1,656 @@
+"""RecallStore: a full LangGraph ``BaseStore`` plus the agent's typed records.
+
+Sync methods talk to the database directly; every ``a``-prefixed twin runs the same sync method
+in a worker thread. That keeps each piece of logic in one place, never blocks the event loop,
+and works the same from a script, a thread pool, ``ainvoke`` and a Jupyter cell (whose sync
+calls happen while a loop is running, which LangGraph's own async stores refuse).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from langchain_core.messages import BaseMessage
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+)
+
+from .._errors import RecallError
+from . import _items, _records
+from ._db import Database, PostgresDatabase, SqliteDatabase, is_postgres_target, sqlite_path
+from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, UndoReport
+from ._secret import postgres_secret, sqlite_secret
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from .._briefing import Briefing
+    from ..checkpoint import RecallCheckpointer
+
+T = TypeVar("T")
+
+ENV_DB = "LANGGRAPH_RECALL_DB"
+DEFAULT_DB = "./recall.db"
+DEFAULT_OUTPUT_THRESHOLD = 8 * 1024
+
+
+def default_target() -> str:
+    return os.environ.get(ENV_DB) or DEFAULT_DB
+
+
+class RecallStore(BaseStore):
+    """A LangGraph store that also keeps each agent's records: turns, working state, pointers,
+    outputs, actions, approvals and leases, on SQLite (default) or PostgreSQL.
+
+    Open it with ``RecallStore.open(path_or_dsn)``; pass it to ``compile(store=...)``.
+
+    ``batch`` applies its operations **in the order given**, in one transaction (LangGraph's
+    SQL stores group them by type instead, so a get after a put in the same batch sees the old
+    value there; here it sees the new one). A ``query`` without an embedding index is a
+    full-text search (SQLite FTS5 ranked by BM25, PostgreSQL ``ts_rank_cd``) where any word
+    matches. Expired items (TTL) are never returned, swept or not.
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        secret: bytes,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        output_threshold: int = DEFAULT_OUTPUT_THRESHOLD,
+    ) -> None:
+        self._db = db
+        self._secret = secret
+        self.index_config = index
+        self._embeddings = ensure_embeddings(index["embed"]) if index else None
+        self.ttl_config = ttl
+        self.output_threshold = output_threshold
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
+        self._closed = False
+        # Tool undo functions registered by DurableToolNode / RecallMiddleware (name -> fn).
+        self._undo_registry: dict[str, Callable[..., Any]] = {}
+        if ttl and ttl.get("sweep_interval_minutes"):
+            self.start_ttl_sweeper()
+
+    # --- opening and closing ---------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        target: str | os.PathLike[str] | None = None,
+        *,
+        secret: str | bytes | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        output_threshold: int = DEFAULT_OUTPUT_THRESHOLD,
+        durability: str = "process",
+        busy_timeout: float = 30.0,
+        pool_size: int = 8,
+    ) -> RecallStore:
+        """Open (creating on first use) the store at a SQLite path or a ``postgresql://`` DSN.
+
+        Args:
+            target: a file path (default ``./recall.db`` or ``$LANGGRAPH_RECALL_DB``) or a DSN.
+            secret: signing secret for approvals; required on PostgreSQL (or
+                ``$LANGGRAPH_RECALL_SECRET``); on SQLite a 0600 file beside the database.
+            index: an embedding index config, as LangGraph's stores take, for vector search.
+            ttl: a ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+                ``sweep_interval_minutes``).
+            output_threshold: turns and results longer than this many characters are stored
+                whole as outputs and referenced by id from the briefing.
+            durability: SQLite only. ``"process"`` (default, WAL with synchronous=NORMAL):
+                every commit survives the process being killed; the last commits may be lost
+                if the machine loses power. ``"power"`` (synchronous=FULL): every commit is
+                fsynced and survives power loss, at several times the cost per commit.
+
+        Raises:
+            RecallError: ``records_missing`` if a SQLite database was deleted or swapped while
+                its secret file remained; ``schema_too_new``; ``secret_missing``; ``database``.
+        """
+        text = os.fspath(target) if target is not None else default_target()
+        db: Database
+        if is_postgres_target(text):
+            db = PostgresDatabase(text, max_size=pool_size)
+            try:
+                db.migrate()
+                key = postgres_secret(db, secret)
+            except BaseException:
+                db.close()
+                raise
+        else:
+            if durability not in ("process", "power"):
+                raise RecallError(
+                    f"durability must be 'process' or 'power', got {durability!r}",
+                    code="invalid_value",
+                )
+            path = sqlite_path(text)
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent):
+                raise RecallError(
+                    f"cannot create {path}: the folder {parent} does not exist", code="database"
+                )
+            existed = os.path.exists(path) and os.path.getsize(path) > 0
+            db = SqliteDatabase(
+                path,
+                synchronous="FULL" if durability == "power" else "NORMAL",
+                busy_timeout=busy_timeout,
+            )
+            try:
+                db.migrate()
+                key = (
+                    secret
+                    if isinstance(secret, bytes)
+                    else secret.encode()
+                    if secret
+                    else sqlite_secret(db, path, existed)
+                )
+            except BaseException:
+                db.close()
+                raise
+        return cls(db, secret=key, index=index, ttl=ttl, output_threshold=output_threshold)
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgres"``."""
+        return self._db.dialect
+
+    @property
+    def target(self) -> str:
+        """The path or (password-free) DSN this store was opened on."""
+        return self._db.target
+
+    def close(self) -> None:
+        """Stop the TTL sweeper and close every connection. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop_ttl_sweeper()
+        self._db.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> RecallStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> RecallStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"RecallStore({self.target!r})"
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    # --- BaseStore -------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Apply ``ops`` in the order given, in one transaction."""
+        ops = list(ops)
+        vectors = self._embed_puts(ops)
+        refresh_default = bool((self.ttl_config or {}).get("refresh_on_read", True))
+        body_fields = list(self.index_config.get("fields") or []) if self.index_config else None
+        if body_fields == ["$"]:
+            body_fields = None
+        write = any(isinstance(op, PutOp) for op in ops)
+        results: list[Result] = []
+        with self._db.tx(write=write) as tx:
+            for i, op in enumerate(ops):
+                if isinstance(op, GetOp):
+                    results.append(_items.get(tx, op, refresh_default))
+                elif isinstance(op, PutOp):
+                    _validate_namespace(op.namespace)
+                    _items.put(tx, op, body_fields=body_fields, vectors=vectors.get(i))
+                    results.append(None)
+                elif isinstance(op, SearchOp):
+                    results.append(self._search(tx, op, refresh_default))
+                elif isinstance(op, ListNamespacesOp):
+                    results.append(_items.list_namespaces(tx, op))
+                else:
+                    raise RecallError(f"unknown store operation {op!r}", code="invalid_value")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async twin of ``batch`` (same semantics; runs in a worker thread)."""
+        return await self._run(self.batch, list(ops))
+
+    def _search(self, tx: Any, op: SearchOp, refresh_default: bool) -> Any:
+        if op.query and self._embeddings is not None:
+            vec = self._embeddings.embed_query(op.query)
+            return _items.search_vector(tx, op, vec, refresh_default)
+        if op.query:
+            return _items.search_text(tx, op, refresh_default)
+        return _items.search_plain(tx, op, refresh_default)
+
+    def _embed_puts(self, ops: Sequence[Op]) -> dict[int, list[tuple[str, list[float]]]]:
+        """Embed texts for indexed puts before the transaction (a slow call holds no lock)."""
+        if self._embeddings is None:
+            return {}
+        todo: list[tuple[int, str, str]] = []
+        for i, op in enumerate(ops):
+            if isinstance(op, PutOp) and op.value is not None and isinstance(op.value, dict):
+                for field, text in _items.index_texts(op.value, op.index, self.index_config):
+                    todo.append((i, field, text))
+        out: dict[int, list[tuple[str, list[float]]]] = {
+            i: [] for i, op in enumerate(ops) if isinstance(op, PutOp) and op.value is not None
+        }
+        if todo:
+            vecs = self._embeddings.embed_documents([t for _, _, t in todo])
+            for (i, field, _), vec in zip(todo, vecs):
+                out[i].append((field, list(vec)))
+        return out
+
+    # --- TTL -------------------------------------------------------------------------------
+
+    def sweep_ttl(self) -> int:
+        """Delete expired items now; returns how many. (Expired items are never returned anyway.)"""
+        with self._db.tx(write=True) as tx:
+            return _items.sweep(tx)
+
+    async def asweep_ttl(self) -> int:
+        return await self._run(self.sweep_ttl)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
+        """Sweep expired items in a background thread every ``sweep_interval_minutes``."""
+        if self._sweeper is not None:
+            return
+        minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        self._sweeper_stop.clear()
+
+        def loop() -> None:
+            while not self._sweeper_stop.wait(float(minutes) * 60.0):
+                try:
+                    self.sweep_ttl()
+                except Exception:  # the next round tries again; reads filter expiry anyway
+                    pass
+
+        self._sweeper = threading.Thread(target=loop, name="recall-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True when it has stopped."""
+        if self._sweeper is None:
+            return True
+        self._sweeper_stop.set()
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+    # --- turns -----------------------------------------------------------------------------
+
+    def record(
+        self, agent_id: str, messages: Sequence[BaseMessage], *, thread_id: str | None = None
+    ) -> int:
+        """Append each message not yet recorded for ``agent_id`` (by message id), in order.
+
+        A message without an id gets a stable one derived from its content. Returns how many
+        were new. Recording the same messages again records nothing.
+        """
+        with self._db.tx(write=True) as tx:
+            return _records.record(
+                tx, agent_id, list(messages), thread_id=thread_id, output_threshold=self.output_threshold
+            )
+
+    async def arecord(
+        self, agent_id: str, messages: Sequence[BaseMessage], *, thread_id: str | None = None
+    ) -> int:
+        return await self._run(self.record, agent_id, messages, thread_id=thread_id)
+
+    def turns(self, agent_id: str, last: int | None = None) -> list[Turn]:
+        """The agent's turns, oldest first; ``last=N`` reads only the newest N (an index scan)."""
+        with self._db.tx() as tx:
+            return _records.turns(tx, agent_id, last)
+
+    async def aturns(self, agent_id: str, last: int | None = None) -> list[Turn]:
+        return await self._run(self.turns, agent_id, last)
+
+    # --- working state, milestones, pointers -------------------------------------------------
+
+    def working_state(self, agent_id: str) -> dict[str, Any]:
+        """The latest merged working state (goal, plan, progress, decisions, last_milestone...)."""
+        with self._db.tx() as tx:
+            return _records.working_state(tx, agent_id)
+
+    async def aworking_state(self, agent_id: str) -> dict[str, Any]:
+        return await self._run(self.working_state, agent_id)
+
+    def update_working_state(self, agent_id: str, **fields: Any) -> dict[str, Any]:
+        """Revise working-state fields (each revision kept); ``None`` removes a field.
+
+        Returns the merged view.
+        """
+        with self._db.tx(write=True) as tx:
+            return _records.update_working_state(tx, agent_id, fields)
+
+    async def aupdate_working_state(self, agent_id: str, **fields: Any) -> dict[str, Any]:
+        return await self._run(self.update_working_state, agent_id, **fields)
+
+    def milestone(self, agent_id: str, text: str) -> dict[str, Any]:
+        """Append a milestone (kept in the history; the latest shows in the working state)."""
+        with self._db.tx(write=True) as tx:
+            return _records.milestone(tx, agent_id, text)
+
+    async def amilestone(self, agent_id: str, text: str) -> dict[str, Any]:
+        return await self._run(self.milestone, agent_id, text)
+
+    def revisions(self, agent_id: str) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
+        """Every working-state, milestone and pointer revision: (seq, kind, name, data, time)."""
+        with self._db.tx() as tx:
+            return _records.revisions(tx, agent_id)
+
+    async def arevisions(self, agent_id: str) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
+        return await self._run(self.revisions, agent_id)
+
+    def set_pointer(self, agent_id: str, name: str, target: str, note: str | None = None) -> Pointer:
+        """Point ``name`` at ``target`` (latest wins; every change is kept)."""
+        with self._db.tx(write=True) as tx:
+            return _records.set_pointer(tx, agent_id, name, target, note)
+
+    async def aset_pointer(
+        self, agent_id: str, name: str, target: str, note: str | None = None
+    ) -> Pointer:
+        return await self._run(self.set_pointer, agent_id, name, target, note)
+
+    def pointers(self, agent_id: str) -> dict[str, Pointer]:
+        """The current pointers by name."""
+        with self._db.tx() as tx:
+            return _records.pointers(tx, agent_id)
+
+    async def apointers(self, agent_id: str) -> dict[str, Pointer]:
+        return await self._run(self.pointers, agent_id)
+
+    # --- outputs ---------------------------------------------------------------------------
+
+    def put_output(self, agent_id: str, content: str) -> str:
+        """Store ``content`` whole and return its reference (the same content, the same ref)."""
+        if not isinstance(content, str):
+            raise RecallError("an output is text; str() or json.dumps it first", code="invalid_value")
+        with self._db.tx(write=True) as tx:
+            _records.touch_agent(tx, agent_id)
+            return _records.put_output(tx, agent_id, content)
+
+    async def aput_output(self, agent_id: str, content: str) -> str:
+        return await self._run(self.put_output, agent_id, content)
+
+    def fetch_output(self, ref: str, offset: int = 0, length: int | None = None) -> str:
+        """Read a stored output, or ``length`` characters of it from ``offset``."""
+        with self._db.tx() as tx:
+            return _records.fetch_output(tx, ref, offset, length)
+
+    async def afetch_output(self, ref: str, offset: int = 0, length: int | None = None) -> str:
+        return await self._run(self.fetch_output, ref, offset, length)
+
+    # --- actions ---------------------------------------------------------------------------
+
+    def claim(
+        self,
+        agent_id: str,
+        action_id: str,
+        *,
+        tool: str,
+        args: Any,
+        args_digest: str,
+        klass: str = "external",
+        idempotency_key: str | None = None,
+        thread_id: str | None = None,
+        epoch: int | None = None,
+    ) -> Claim:
+        """Record the intent to run an action, unless it already ran or is in doubt.
+
+        Insert-if-absent in one transaction: of any number of concurrent claimers of the same
+        action, exactly one gets ``claimed``; the rest see ``in_doubt`` (or ``done``).
+        """
+        with self._db.tx(write=True) as tx:
+            return _records.claim(
+                tx,
+                agent_id=agent_id,
+                action_id=action_id,
+                tool=tool,
+                klass=klass,
+                args=args,
+                args_digest=args_digest,
+                idempotency_key=idempotency_key or action_id,
+                thread_id=thread_id,
+                epoch=epoch,
+            )
+
+    async def aclaim(self, agent_id: str, action_id: str, **kwargs: Any) -> Claim:
+        return await self._run(self.claim, agent_id, action_id, **kwargs)
+
+    def end(
+        self,
+        action_id: str,
+        attempt: int,
+        outcome: str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        note: str | None = None,
+        resolved_by: str | None = None,
+    ) -> bool:
+        """Record how an attempt ended (done, failed, abandoned, not_done). Only the first counts."""
+        with self._db.tx(write=True) as tx:
+            return _records.end(
+                tx, action_id, attempt, outcome, result=result, error=error, note=note,
+                resolved_by=resolved_by,
+            )
+
+    async def aend(self, action_id: str, attempt: int, outcome: str, **kwargs: Any) -> bool:
+        return await self._run(self.end, action_id, attempt, outcome, **kwargs)
+
+    def action(self, action_id: str) -> Action:
+        """One action by id (or unique id prefix). Raises ``unknown_action``."""
+        with self._db.tx() as tx:
+            return _records.find_action(tx, action_id)
+
+    async def aaction(self, action_id: str) -> Action:
+        return await self._run(self.action, action_id)
+
+    def actions(self, agent_id: str, open_only: bool = False) -> list[Action]:
+        """The agent's actions (latest attempt each), oldest first; ``open_only``: in doubt only."""
+        with self._db.tx() as tx:
+            return _records.actions(tx, agent_id, open_only)
+
+    async def aactions(self, agent_id: str, open_only: bool = False) -> list[Action]:
+        return await self._run(self.actions, agent_id, open_only)
+
+    def resolve(self, action_id: str, outcome: str | bool, note: str | None = None) -> Action:
+        """A person settles an open action: ``"done"`` (it happened) or ``"not_done"``.
+
+        A ``not_done`` action may run again on the next resume, under the same idempotency key.
+        Raises ``not_open`` if it already ended, ``unknown_action`` if there is no such action.
+        """
+        if isinstance(outcome, bool):
+            outcome = "done" if outcome else "not_done"
+        with self._db.tx(write=True) as tx:
+            return _records.resolve(tx, action_id, outcome, note, by="person")
+
+    async def aresolve(self, action_id: str, outcome: str | bool, note: str | None = None) -> Action:
+        return await self._run(self.resolve, action_id, outcome, note)
+
+    def undo(self, agent_id: str) -> UndoReport:
+        """Reverse the agent's done actions newest first with their registered undo functions.
+
+        Each undo is itself a once-only action; the walk stops at anything in doubt and reports
+        done actions whose tool has no undo.
+        """
+        from ..tools._undo import run_undo
+
+        return run_undo(self, agent_id)
+
+    async def aundo(self, agent_id: str) -> UndoReport:
+        return await self._run(self.undo, agent_id)
+
+    # --- approvals -------------------------------------------------------------------------
+
+    def record_decision(
+        self,
+        agent_id: str,
+        action_id: str,
+        decision: str,
+        *,
+        args: Any = None,
+        args_digest: str | None = None,
+        message: str | None = None,
+    ) -> Approval:
+        """Record a request or a decision for an action, signed over agent, action and digest."""
+        with self._db.tx(write=True) as tx:
+            return _records.record_decision(
+                tx, self._secret, agent_id=agent_id, action_id=action_id, decision=decision,
+                args=args, args_digest=args_digest, message=message,
+            )
+
+    async def arecord_decision(self, agent_id: str, action_id: str, decision: str, **kw: Any) -> Approval:
+        return await self._run(self.record_decision, agent_id, action_id, decision, **kw)
+
+    def latest_decision(self, action_id: str) -> Approval | None:
+        with self._db.tx() as tx:
+            return _records.latest_decision(tx, action_id)
+
+    async def alatest_decision(self, action_id: str) -> Approval | None:
+        return await self._run(self.latest_decision, action_id)
+
+    def spend_approval(self, agent_id: str, action_id: str, args_digest: str, attempt: int) -> Approval:
+        """Spend the latest decision on one execution of exactly ``args_digest``.
+
+        Raises ``approval_denied`` after a "no", ``approval_mismatch`` for other arguments, a bad
+        signature or an approval already spent, ``approval_required`` when none was given.
+        """
+        with self._db.tx(write=True) as tx:
+            return _records.spend_approval(
+                tx, self._secret, agent_id=agent_id, action_id=action_id,
+                args_digest=args_digest, attempt=attempt,
+            )
+
+    async def aspend_approval(
+        self, agent_id: str, action_id: str, args_digest: str, attempt: int
+    ) -> Approval:
+        return await self._run(self.spend_approval, agent_id, action_id, args_digest, attempt)
+
+    def pending_approvals(self, agent_id: str) -> list[Approval]:
+        """Approval requests still waiting for a person."""
+        with self._db.tx() as tx:
+            return _records.pending_approvals(tx, agent_id)
+
+    async def apending_approvals(self, agent_id: str) -> list[Approval]:
+        return await self._run(self.pending_approvals, agent_id)
+
+    def verify_approvals(self) -> list[Approval]:
+        """Approvals whose signature does not verify with this store's secret (empty is good)."""
+        with self._db.tx() as tx:
+            return [a for a in _records.all_approvals(tx) if not _records.verify_signature(self._secret, a)]
+
+    # --- leases ----------------------------------------------------------------------------
+
+    def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
+        """Take the agent's lease (free, expired or ours) or raise ``LeaseHeld``."""
+        with self._db.tx(write=True) as tx:
+            return _records.acquire_lease(tx, agent_id, holder, ttl)
+
+    async def aacquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
+        return await self._run(self.acquire_lease, agent_id, holder, ttl)
+
+    def renew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
+        """Extend our lease; False if another holder took it (we were fenced out)."""
+        with self._db.tx(write=True) as tx:
+            return _records.renew_lease(tx, agent_id, holder, epoch, ttl)
+
+    async def arenew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
+        return await self._run(self.renew_lease, agent_id, holder, epoch, ttl)
+
+    def release_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
+        """Give the lease up so the next process can start at once."""
+        with self._db.tx(write=True) as tx:
+            return _records.release_lease(tx, agent_id, holder, epoch)
+
+    async def arelease_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
+        return await self._run(self.release_lease, agent_id, holder, epoch)
+
+    def lease(self, agent_id: str) -> Lease | None:
+        """The agent's lease row (it may have expired)."""
+        with self._db.tx() as tx:
+            return _records.lease(tx, agent_id)
+
+    async def alease(self, agent_id: str) -> Lease | None:
+        return await self._run(self.lease, agent_id)
+
+    # --- agents ----------------------------------------------------------------------------
+
+    def agents(self) -> list[AgentInfo]:
+        """Every agent with records: turns, open actions, lease holder, last activity."""
+        with self._db.tx() as tx:
+            return _records.agents(tx)
+
+    async def aagents(self) -> list[AgentInfo]:
+        return await self._run(self.agents)
+
+    def has_agent(self, agent_id: str) -> bool:
+        with self._db.tx() as tx:
+            return _records.agent_exists(tx, agent_id)
+
+    # --- briefing and checkpointer ---------------------------------------------------------
+
+    def briefing(self, agent_id: str, token_budget: int = 2000, **options: Any) -> Briefing:
+        """A token-budgeted briefing of what the agent wrote down (see ``Briefing``)."""
+        from .._briefing import build_briefing
+
+        return build_briefing(self, agent_id, token_budget=token_budget, **options)
+
+    async def abriefing(self, agent_id: str, token_budget: int = 2000, **options: Any) -> Briefing:
+        return await self._run(self.briefing, agent_id, token_budget, **options)
+
+    def checkpointer(
+        self,
+        inner: BaseCheckpointSaver | None = None,
+        *,
+        lease_ttl: float = 60.0,
+        wait: float = 0.0,
+        **options: Any,
+    ) -> RecallCheckpointer:
+        """A ``RecallCheckpointer``; with no ``inner``, over LangGraph's SqliteSaver or
+        PostgresSaver in this same database, with exact fencing installed."""
+        from ..checkpoint import RecallCheckpointer
+
+        if inner is None:
+            from ..checkpoint._same_db import same_database_saver
+
+            inner = same_database_saver(self)
+        return RecallCheckpointer(inner, store=self, lease_ttl=lease_ttl, wait=wait, **options)
+
+
+def _validate_namespace(namespace: tuple[str, ...]) -> None:
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Namespace labels must be non-empty strings without '.' or NUL: {namespace!r}"
+            )
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph": {namespace!r}')
