@@ -141,7 +141,9 @@ class SqliteDatabase(Database):
 
     dialect: Dialect = "sqlite"
 
-    def __init__(self, path: str, *, synchronous: str = "NORMAL", busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self, path: str, *, synchronous: str = "NORMAL", busy_timeout: float = 30.0
+    ) -> None:
         super().__init__()
         self.target = path
         self.path = path

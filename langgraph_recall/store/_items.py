@@ -45,7 +45,9 @@ def _ts(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
-def ns_condition(namespace_prefix: Sequence[str], column: str = "i.prefix") -> tuple[str, list[Any]]:
+def ns_condition(
+    namespace_prefix: Sequence[str], column: str = "i.prefix"
+) -> tuple[str, list[Any]]:
     """SQL matching every namespace that starts with ``namespace_prefix``."""
     if not namespace_prefix:
         return "1=1", []
@@ -348,7 +350,7 @@ def search_vector(
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
     na = math.sqrt(sum(x * x for x in a))
     nb = math.sqrt(sum(y * y for y in b))
     return dot / (na * nb) if na and nb else 0.0
@@ -362,12 +364,13 @@ def _matches(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
     if len(path) > len(ns):
         return False
     part = ns[: len(path)] if cond.match_type == "prefix" else ns[len(ns) - len(path) :]
-    return all(p == "*" or p == n for p, n in zip(path, part))
+    return all(p == "*" or p == n for p, n in zip(path, part, strict=False))
 
 
 def list_namespaces(tx: Tx, op: ListNamespacesOp) -> list[tuple[str, ...]]:
     conds = tuple(op.match_conditions or ())
-    where, params = "1=1", []
+    where: str = "1=1"
+    params: list[Any] = []
     for cond in conds:
         if cond.match_type == "prefix" and cond.path and "*" not in cond.path:
             where, params = ns_condition(tuple(cond.path))

@@ -135,7 +135,7 @@ def record(
             )
         )
     fresh: list[tuple[str, BaseMessage]] = []
-    for mid, m in zip(ids, messages):
+    for mid, m in zip(ids, messages, strict=False):
         if mid not in existing:
             existing.add(mid)
             fresh.append((mid, m))
@@ -154,7 +154,17 @@ def record(
             stored = m.model_copy(update={"content": ""})
         dtype, data = dumps_typed(stored)
         rows.append(
-            (agent_id, first + offset, mid, thread_id, m.type, dtype, data, len(data) + (len(content) if ref and content else 0), ref)
+            (
+                agent_id,
+                first + offset,
+                mid,
+                thread_id,
+                m.type,
+                dtype,
+                data,
+                len(data) + (len(content) if ref and content else 0),
+                ref,
+            )
         )
     tx.many(
         "INSERT INTO recall_turns (agent_id, seq, msg_id, thread_id, role, dtype, data, size, "
@@ -185,10 +195,16 @@ def _turn(tx: Tx, r: Sequence[Any], *, resolve_outputs: bool) -> Turn:
 
 
 def turns(
-    tx: Tx, agent_id: str, last: int | None, *, resolve_outputs: bool = True, before: int | None = None
+    tx: Tx,
+    agent_id: str,
+    last: int | None,
+    *,
+    resolve_outputs: bool = True,
+    before: int | None = None,
 ) -> list[Turn]:
     """Turns oldest first; with ``last`` only the newest N, read backwards on the primary key."""
-    cond, params = "agent_id = ?", [agent_id]
+    cond = "agent_id = ?"
+    params: list[Any] = [agent_id]
     if before is not None:
         cond += " AND seq < ?"
         params.append(before)
@@ -291,7 +307,9 @@ def set_pointer(tx: Tx, agent_id: str, name: str, target: str, note: str | None)
     if not isinstance(name, str) or not name.strip():
         raise RecallError("a pointer needs a name", code="invalid_value")
     if not isinstance(target, str) or not target.strip():
-        raise RecallError(f"pointer {name!r} needs a target (a path, URL, branch...)", code="invalid_value")
+        raise RecallError(
+            f"pointer {name!r} needs a target (a path, URL, branch...)", code="invalid_value"
+        )
     data = {"name": name, "target": target, "note": note}
     _revise(tx, agent_id, "pointer", name, data)
     _put_item(tx, agent_ns(agent_id, POINTER_NS), name, data)
@@ -401,7 +419,9 @@ def find_action(tx: Tx, action_id: str) -> Action:
         assert found is not None
         return found
     if len(rows) > 1:
-        raise RecallError(f"action id {action_id!r} is ambiguous; give more characters", code="unknown_action")
+        raise RecallError(
+            f"action id {action_id!r} is ambiguous; give more characters", code="unknown_action"
+        )
     raise RecallError(
         f"no action {action_id!r} is recorded; list them with `langgraph-recall actions AGENT`",
         code="unknown_action",
@@ -445,8 +465,19 @@ def claim(
         "INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, args_type, "
         "args, args_digest, idempotency_key, epoch, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) ON CONFLICT (action_id, attempt) DO NOTHING",
-        (action_id, attempt, agent_id, thread_id, tool, klass, args_type, args_data, args_digest,
-         idempotency_key, epoch),
+        (
+            action_id,
+            attempt,
+            agent_id,
+            thread_id,
+            tool,
+            klass,
+            args_type,
+            args_data,
+            args_digest,
+            idempotency_key,
+            epoch,
+        ),
     )
     if not inserted:
         # Another process claimed the same attempt between our read and our insert (possible on
@@ -480,9 +511,18 @@ def end(
 ) -> bool:
     """Record how an attempt ended. Only once, only for an attempt that exists."""
     if outcome not in END_OUTCOMES:
-        raise RecallError(f"outcome must be one of {END_OUTCOMES}, got {outcome!r}", code="invalid_value")
-    if tx.one("SELECT 1 FROM recall_actions WHERE action_id = ? AND attempt = ?", (action_id, attempt)) is None:
-        raise RecallError(f"no intent for action {action_id} attempt {attempt}", code="unknown_action")
+        raise RecallError(
+            f"outcome must be one of {END_OUTCOMES}, got {outcome!r}", code="invalid_value"
+        )
+    if (
+        tx.one(
+            "SELECT 1 FROM recall_actions WHERE action_id = ? AND attempt = ?", (action_id, attempt)
+        )
+        is None
+    ):
+        raise RecallError(
+            f"no intent for action {action_id} attempt {attempt}", code="unknown_action"
+        )
     rtype, rdata = (None, None) if outcome != "done" else dumps_typed(result)
     inserted = tx.run(
         "INSERT INTO recall_action_ends (action_id, attempt, outcome, result_type, result, error, "

@@ -112,7 +112,9 @@ MIGRATIONS: list[list[Step]] = [
         {"sqlite": [], "postgres": [_PG_REFUSE_FN]},
         Table("recall_meta", (("key", "KEY NOT NULL"), ("value", "TEXT NOT NULL")), ("key",)),
         ITEMS,
-        Index("recall_items_expires", "recall_items", ("expires_at",), where="expires_at IS NOT NULL"),
+        Index(
+            "recall_items_expires", "recall_items", ("expires_at",), where="expires_at IS NOT NULL"
+        ),
         Table(
             "recall_vectors",
             (
@@ -236,7 +238,11 @@ MIGRATIONS: list[list[Step]] = [
             # Derived index of attempts with no end yet, so the briefing and the CLI find open
             # actions without reading an agent's whole action history. Not a record itself.
             "recall_open_actions",
-            (("action_id", "KEY NOT NULL"), ("attempt", "INT NOT NULL"), ("agent_id", "KEY NOT NULL")),
+            (
+                ("action_id", "KEY NOT NULL"),
+                ("attempt", "INT NOT NULL"),
+                ("agent_id", "KEY NOT NULL"),
+            ),
             ("action_id",),
         ),
         Index("recall_open_actions_agent", "recall_open_actions", ("agent_id",)),
@@ -286,7 +292,10 @@ MIGRATIONS: list[list[Step]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 APPEND_ONLY_TABLES: tuple[str, ...] = tuple(
-    step.name for steps in MIGRATIONS for step in steps if isinstance(step, Table) and step.append_only
+    step.name
+    for steps in MIGRATIONS
+    for step in steps
+    if isinstance(step, Table) and step.append_only
 )
 
 

@@ -260,7 +260,7 @@ class RecallStore(BaseStore):
         }
         if todo:
             vecs = self._embeddings.embed_documents([t for _, _, t in todo])
-            for (i, field, _), vec in zip(todo, vecs):
+            for (i, field, _), vec in zip(todo, vecs, strict=False):
                 out[i].append((field, list(vec)))
         return out
 
@@ -278,7 +278,9 @@ class RecallStore(BaseStore):
         """Sweep expired items in a background thread every ``sweep_interval_minutes``."""
         if self._sweeper is not None:
             return
-        minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        minutes = (
+            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        )
         self._sweeper_stop.clear()
 
         def loop() -> None:
@@ -314,7 +316,11 @@ class RecallStore(BaseStore):
         """
         with self._db.tx(write=True) as tx:
             return _records.record(
-                tx, agent_id, list(messages), thread_id=thread_id, output_threshold=self.output_threshold
+                tx,
+                agent_id,
+                list(messages),
+                thread_id=thread_id,
+                output_threshold=self.output_threshold,
             )
 
     async def arecord(
@@ -364,10 +370,14 @@ class RecallStore(BaseStore):
         with self._db.tx() as tx:
             return _records.revisions(tx, agent_id)
 
-    async def arevisions(self, agent_id: str) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
+    async def arevisions(
+        self, agent_id: str
+    ) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
         return await self._run(self.revisions, agent_id)
 
-    def set_pointer(self, agent_id: str, name: str, target: str, note: str | None = None) -> Pointer:
+    def set_pointer(
+        self, agent_id: str, name: str, target: str, note: str | None = None
+    ) -> Pointer:
         """Point ``name`` at ``target`` (latest wins; every change is kept)."""
         with self._db.tx(write=True) as tx:
             return _records.set_pointer(tx, agent_id, name, target, note)
@@ -390,7 +400,9 @@ class RecallStore(BaseStore):
     def put_output(self, agent_id: str, content: str) -> str:
         """Store ``content`` whole and return its reference (the same content, the same ref)."""
         if not isinstance(content, str):
-            raise RecallError("an output is text; str() or json.dumps it first", code="invalid_value")
+            raise RecallError(
+                "an output is text; str() or json.dumps it first", code="invalid_value"
+            )
         with self._db.tx(write=True) as tx:
             _records.touch_agent(tx, agent_id)
             return _records.put_output(tx, agent_id, content)
@@ -457,7 +469,13 @@ class RecallStore(BaseStore):
         """Record how an attempt ended (done, failed, abandoned, not_done). Only the first counts."""
         with self._db.tx(write=True) as tx:
             return _records.end(
-                tx, action_id, attempt, outcome, result=result, error=error, note=note,
+                tx,
+                action_id,
+                attempt,
+                outcome,
+                result=result,
+                error=error,
+                note=note,
                 resolved_by=resolved_by,
             )
 
@@ -491,7 +509,9 @@ class RecallStore(BaseStore):
         with self._db.tx(write=True) as tx:
             return _records.resolve(tx, action_id, outcome, note, by="person")
 
-    async def aresolve(self, action_id: str, outcome: str | bool, note: str | None = None) -> Action:
+    async def aresolve(
+        self, action_id: str, outcome: str | bool, note: str | None = None
+    ) -> Action:
         return await self._run(self.resolve, action_id, outcome, note)
 
     def undo(self, agent_id: str) -> UndoReport:
@@ -522,11 +542,19 @@ class RecallStore(BaseStore):
         """Record a request or a decision for an action, signed over agent, action and digest."""
         with self._db.tx(write=True) as tx:
             return _records.record_decision(
-                tx, self._secret, agent_id=agent_id, action_id=action_id, decision=decision,
-                args=args, args_digest=args_digest, message=message,
+                tx,
+                self._secret,
+                agent_id=agent_id,
+                action_id=action_id,
+                decision=decision,
+                args=args,
+                args_digest=args_digest,
+                message=message,
             )
 
-    async def arecord_decision(self, agent_id: str, action_id: str, decision: str, **kw: Any) -> Approval:
+    async def arecord_decision(
+        self, agent_id: str, action_id: str, decision: str, **kw: Any
+    ) -> Approval:
         return await self._run(self.record_decision, agent_id, action_id, decision, **kw)
 
     def latest_decision(self, action_id: str) -> Approval | None:
@@ -536,7 +564,9 @@ class RecallStore(BaseStore):
     async def alatest_decision(self, action_id: str) -> Approval | None:
         return await self._run(self.latest_decision, action_id)
 
-    def spend_approval(self, agent_id: str, action_id: str, args_digest: str, attempt: int) -> Approval:
+    def spend_approval(
+        self, agent_id: str, action_id: str, args_digest: str, attempt: int
+    ) -> Approval:
         """Spend the latest decision on one execution of exactly ``args_digest``.
 
         Raises ``approval_denied`` after a "no", ``approval_mismatch`` for other arguments, a bad
@@ -544,8 +574,12 @@ class RecallStore(BaseStore):
         """
         with self._db.tx(write=True) as tx:
             return _records.spend_approval(
-                tx, self._secret, agent_id=agent_id, action_id=action_id,
-                args_digest=args_digest, attempt=attempt,
+                tx,
+                self._secret,
+                agent_id=agent_id,
+                action_id=action_id,
+                args_digest=args_digest,
+                attempt=attempt,
             )
 
     async def aspend_approval(
@@ -564,7 +598,11 @@ class RecallStore(BaseStore):
     def verify_approvals(self) -> list[Approval]:
         """Approvals whose signature does not verify with this store's secret (empty is good)."""
         with self._db.tx() as tx:
-            return [a for a in _records.all_approvals(tx) if not _records.verify_signature(self._secret, a)]
+            return [
+                a
+                for a in _records.all_approvals(tx)
+                if not _records.verify_signature(self._secret, a)
+            ]
 
     # --- leases ----------------------------------------------------------------------------
 
@@ -653,4 +691,6 @@ def _validate_namespace(namespace: tuple[str, ...]) -> None:
                 f"Namespace labels must be non-empty strings without '.' or NUL: {namespace!r}"
             )
     if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph": {namespace!r}')
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph": {namespace!r}'
+        )
