@@ -13,7 +13,7 @@ enforced by the database itself rather than by our own discipline.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 Dialect = Literal["sqlite", "postgres"]
 
@@ -65,7 +65,7 @@ class Index:
         ]
 
 
-Step = Union[Table, Index, dict]
+Step = Table | Index | dict
 
 
 def _append_only_guard(table: str, dialect: Dialect) -> list[str]:
