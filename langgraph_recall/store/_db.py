@@ -232,7 +232,7 @@ class PostgresDatabase(Database):
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 8) -> None:
         super().__init__()
         try:
-            import psycopg  # noqa: F401
+            import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise RecallError(
@@ -242,6 +242,9 @@ class PostgresDatabase(Database):
         self.target = _redact(dsn)
         self.dsn = dsn
         try:
+            # One direct connection first: a wrong DSN or a server that is down fails at once,
+            # with the server's own message, instead of after the pool's retry loop.
+            psycopg.connect(dsn, connect_timeout=10).close()
             self.pool = ConnectionPool(
                 dsn,
                 min_size=min_size,
@@ -253,8 +256,8 @@ class PostgresDatabase(Database):
             self.pool.wait(timeout=10.0)
         except Exception as exc:
             raise RecallError(
-                f"cannot reach PostgreSQL at {self.target}: {exc}. Check the DSN and that the "
-                "server is running.",
+                f"cannot reach PostgreSQL at {self.target}: {str(exc).strip().splitlines()[0]}. "
+                "Check the DSN and that the server is running.",
                 code="database",
             ) from exc
 

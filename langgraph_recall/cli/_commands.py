@@ -1,0 +1,337 @@
+"""Subcommands of ``langgraph-recall``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Any, TypeVar
+
+import click
+
+from .._errors import RecallError
+from ..store import RecallStore
+from ..store._db import is_postgres_target, sqlite_path
+from ..store._store import default_target
+from ._format import ago, emit_json, jsonable, table
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Ctx:
+    def __init__(self, db: str, as_json: bool) -> None:
+        self.db = db
+        self.as_json = as_json
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"langgraph-recall: {message}", err=True)
+    raise SystemExit(code)
+
+
+@contextmanager
+def open_store(ctx: Ctx, *, create: bool = False) -> Iterator[RecallStore]:
+    """Open the store for a command; a missing SQLite file is an error unless ``create``."""
+    if not create and not is_postgres_target(ctx.db):
+        path = sqlite_path(ctx.db)
+        if not os.path.exists(path):
+            _fail(f"no database at {path} (run `langgraph-recall demo`, or pass --db PATH_OR_DSN)")
+    try:
+        store = RecallStore.open(ctx.db)
+    except RecallError as exc:
+        _fail(str(exc))
+        raise  # unreachable, for type checkers
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _require_agent(store: RecallStore, agent_id: str) -> None:
+    if not store.has_agent(agent_id):
+        known = ", ".join(a.agent_id for a in store.agents()[:10]) or "none yet"
+        _fail(f"no agent {agent_id!r} in {store.target} (known: {known})")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    default=None,
+    metavar="PATH_OR_DSN",
+    help="SQLite path or postgresql:// DSN (default ./recall.db or $LANGGRAPH_RECALL_DB).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print stable JSON for scripts.")
+@click.pass_context
+def cli(click_ctx: click.Context, db: str | None, as_json: bool) -> None:
+    """Look at, settle and check the records of LangGraph agents."""
+    click_ctx.obj = Ctx(db or default_target(), as_json)
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+@cli.command()
+@pass_ctx
+def agents(ctx: Ctx) -> None:
+    """Every agent: lease holder, open actions, turns, last activity."""
+    with open_store(ctx) as store:
+        rows = store.agents()
+    if ctx.as_json:
+        emit_json([asdict(a) for a in rows])
+        return
+    click.echo(
+        table(
+            ["agent", "lease holder", "open actions", "turns", "last activity"],
+            [
+                (a.agent_id, a.lease_holder or "-", a.open_actions, a.turns, ago(a.last_activity))
+                for a in rows
+            ],
+        )
+    )
+
+
+def _action_row(a: Any) -> tuple[Any, ...]:
+    return (a.action_id[:16], a.status, a.call_text(60), a.attempt, a.note or a.error or "")
+
+
+def _action_dict(a: Any) -> dict[str, Any]:
+    d = asdict(a)
+    d["args"] = jsonable(d["args"])
+    d["result"] = jsonable(d["result"])
+    return d
+
+
+@cli.command()
+@click.argument("agent")
+@pass_ctx
+def show(ctx: Ctx, agent: str) -> None:
+    """Working state, pointers, open actions, pending approvals and the briefing of AGENT."""
+    with open_store(ctx) as store:
+        _require_agent(store, agent)
+        state = store.working_state(agent)
+        pointers = store.pointers(agent)
+        open_actions = store.actions(agent, open_only=True)
+        pending = store.pending_approvals(agent)
+        brief = store.briefing(agent)
+    if ctx.as_json:
+        emit_json(
+            {
+                "agent": agent,
+                "working_state": jsonable(state),
+                "pointers": {k: asdict(p) for k, p in pointers.items()},
+                "open_actions": [_action_dict(a) for a in open_actions],
+                "pending_approvals": [
+                    {"action_id": p.action_id, "args": jsonable(p.args), "digest": p.args_digest}
+                    for p in pending
+                ],
+                "briefing": {"text": brief.text, "tokens": brief.tokens},
+            }
+        )
+        return
+    click.secho(f"agent {agent}", bold=True)
+    click.secho("\nworking state", bold=True)
+    click.echo("\n".join(f"  {k}: {v}" for k, v in state.items()) or "  (none)")
+    click.secho("\npointers", bold=True)
+    click.echo(
+        "\n".join(
+            f"  {p.name}: {p.target}" + (f"  ({p.note})" if p.note else "")
+            for p in pointers.values()
+        )
+        or "  (none)"
+    )
+    click.secho("\nopen actions", bold=True)
+    click.echo(
+        table(
+            ["action", "status", "call", "attempt", "note"], [_action_row(a) for a in open_actions]
+        )
+    )
+    click.secho("\npending approvals", bold=True)
+    click.echo(
+        table(
+            ["action", "digest"], [(p.action_id[:16], (p.args_digest or "")[:12]) for p in pending]
+        )
+    )
+    click.secho(f"\nbriefing ({brief.tokens} tokens)", bold=True)
+    click.echo(brief.text)
+
+
+@cli.command()
+@click.argument("agent")
+@click.option("--open", "open_only", is_flag=True, help="Only actions still open (in doubt).")
+@pass_ctx
+def actions(ctx: Ctx, agent: str, open_only: bool) -> None:
+    """The side-effecting tool calls of AGENT and how each ended."""
+    with open_store(ctx) as store:
+        _require_agent(store, agent)
+        rows = store.actions(agent, open_only=open_only)
+    if ctx.as_json:
+        emit_json([_action_dict(a) for a in rows])
+        return
+    click.echo(
+        table(["action", "status", "call", "attempt", "note"], [_action_row(a) for a in rows])
+    )
+
+
+@cli.command()
+@click.argument("action")
+@click.option("--done", "outcome", flag_value="done", help="It happened (its effect is real).")
+@click.option(
+    "--not-done", "outcome", flag_value="not_done", help="It did not happen; may run again."
+)
+@click.option("--note", default=None, help="Why you decided so (kept with the record).")
+@pass_ctx
+def resolve(ctx: Ctx, action: str, outcome: str | None, note: str | None) -> None:
+    """Settle an open (in doubt) ACTION after checking the real world."""
+    if outcome is None:
+        _fail("say what happened: --done or --not-done", code=2)
+    with open_store(ctx) as store:
+        try:
+            a = store.resolve(action, str(outcome), note)
+        except RecallError as exc:
+            _fail(str(exc))
+            return
+    if ctx.as_json:
+        emit_json(_action_dict(a))
+    else:
+        click.echo(f"{a.action_id[:16]} {a.call_text(60)}: resolved {a.status}")
+
+
+@cli.command()
+@click.argument("agent")
+@pass_ctx
+def undo(ctx: Ctx, agent: str) -> None:
+    """Reverse AGENT's done actions newest first, with their registered undo functions."""
+    with open_store(ctx) as store:
+        _require_agent(store, agent)
+        try:
+            report = store.undo(agent)
+        except RecallError as exc:
+            _fail(str(exc))
+            return
+    if ctx.as_json:
+        emit_json(asdict(report))
+    else:
+        click.echo(
+            f"undone: {len(report.undone)}, failed: {len(report.failed)}, without undo: {len(report.no_undo)}"
+        )
+        if report.stopped_at:
+            click.echo(f"stopped at {report.stopped_at}: it is in doubt; resolve it first")
+    if report.failed or report.stopped_at:
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.argument("agent_a")
+@click.argument("agent_b")
+@click.option(
+    "--db-b", default=None, metavar="PATH_OR_DSN", help="Database of AGENT_B, if another."
+)
+@pass_ctx
+def diff(ctx: Ctx, agent_a: str, agent_b: str, db_b: str | None) -> None:
+    """The first step where the runs of AGENT_A and AGENT_B differ."""
+    from .._diff import diff as diff_runs
+
+    with open_store(ctx) as store:
+        _require_agent(store, agent_a)
+        if db_b:
+            with open_store(Ctx(db_b, ctx.as_json)) as other:
+                _require_agent(other, agent_b)
+                result = diff_runs(store, agent_a, agent_b, store_b=other)
+        else:
+            _require_agent(store, agent_b)
+            result = diff_runs(store, agent_a, agent_b)
+    if ctx.as_json:
+        emit_json(result.as_dict())
+    else:
+        click.echo(str(result))
+    if not result.identical:
+        raise SystemExit(1)
+
+
+@cli.command()
+@pass_ctx
+def verify(ctx: Ctx) -> None:
+    """Check schema, approval signatures, append-only guards; list intents left open."""
+    from ..store._verify import verify as run_verify
+
+    with open_store(ctx) as store:
+        report = run_verify(store)
+    if ctx.as_json:
+        emit_json(report.as_dict())
+    else:
+        click.echo(f"schema v{report.schema_version}; checked {report.checked}")
+        for p in report.problems:
+            click.secho(f"PROBLEM: {p}", fg="red")
+        for a in report.open_actions:
+            click.secho(
+                f"OPEN: {a['action_id'][:16]} {a['agent_id']} {a['call']} (in doubt; see `resolve`)",
+                fg="yellow",
+            )
+        if report.ok:
+            click.secho("ok", fg="green")
+    if not report.ok:
+        raise SystemExit(1)
+
+
+@cli.command()
+@pass_ctx
+def doctor(ctx: Ctx) -> None:
+    """Versions, database reachable, forks and unfinished runs in threads."""
+    from .._doctor import run_doctor
+
+    with open_store(ctx) as store:
+        report = run_doctor(store)
+    if ctx.as_json:
+        emit_json(report)
+    else:
+        for k, v in report["versions"].items():
+            click.echo(f"{k:32} {v}")
+        click.echo(f"database: {report['database']}")
+        for line in report["findings"]:
+            click.secho(line, fg="yellow")
+        if not report["findings"]:
+            click.secho("no forks or unfinished runs found", fg="green")
+    if report["findings"]:
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.option("--quick", is_flag=True, help="Fewer trials (used by the tests).")
+@pass_ctx
+def demo(ctx: Ctx, quick: bool) -> None:
+    """Crash, resume, tamper and race an agent, without and with langgraph-recall."""
+    from ._demo import run_demo
+
+    try:
+        run_demo(ctx.db, quick=quick)
+    except RecallError as exc:
+        _fail(str(exc))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``langgraph-recall`` console script."""
+    try:
+        cli.main(args=argv, prog_name="langgraph-recall", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 1
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except RecallError as exc:
+        click.echo(f"langgraph-recall: {exc}", err=True)
+        return 1
+    except Exception as exc:  # one clear line, never a traceback
+        click.echo(f"langgraph-recall: unexpected {type(exc).__name__}: {exc}", err=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

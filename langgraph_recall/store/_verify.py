@@ -1,0 +1,111 @@
+"""Integrity checks over a store's records, for ``langgraph-recall verify`` and for tests.
+
+Each check names what it found; ``problems`` are things that are wrong (tampering, a missing
+guard, a broken invariant), ``open_actions`` are things a person must look at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._records import actions as list_actions
+from ._schema import APPEND_ONLY_TABLES, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from ._store import RecallStore
+
+
+@dataclass
+class VerifyReport:
+    schema_version: int
+    problems: list[str] = field(default_factory=list)
+    open_actions: list[dict[str, Any]] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.open_actions
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "schema_version": self.schema_version,
+            "supported_schema_version": SCHEMA_VERSION,
+            "problems": self.problems,
+            "open_actions": self.open_actions,
+            "checked": self.checked,
+        }
+
+
+def verify(store: RecallStore) -> VerifyReport:
+    db = store._db
+    with db.tx() as tx:
+        row = tx.one("SELECT value FROM recall_meta WHERE key = 'schema_version'")
+        version = int(row[0]) if row else 0
+        report = VerifyReport(schema_version=version)
+        if version != SCHEMA_VERSION:
+            report.problems.append(
+                f"schema version is v{version}, this langgraph-recall expects v{SCHEMA_VERSION}"
+            )
+        if tx.dialect == "sqlite":
+            names = {r[0] for r in tx.all("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+            guarded = {
+                t
+                for t in APPEND_ONLY_TABLES
+                if f"{t}_no_update" in names and f"{t}_no_delete" in names
+            }
+        else:
+            names = {
+                r[0]
+                for r in tx.all(
+                    "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND "
+                    "tgrelid::regclass::text = ANY(?)",
+                    (list(APPEND_ONLY_TABLES),),
+                )
+            }
+            guarded = {t for t in APPEND_ONLY_TABLES if f"{t}_append_only" in names}
+        for table in APPEND_ONLY_TABLES:
+            if table not in guarded:
+                report.problems.append(f"{table} has lost its append-only trigger")
+        # Turn sequence numbers are handed out without gaps; a gap means rows were removed.
+        for agent_id, n, top in tx.all(
+            "SELECT agent_id, COUNT(*), MAX(seq) FROM recall_turns GROUP BY agent_id"
+        ):
+            if int(n) != int(top):
+                report.problems.append(
+                    f"agent {agent_id}: {int(top) - int(n)} recorded turns are missing (seq gaps)"
+                )
+        orphans = tx.one(
+            "SELECT COUNT(*) FROM recall_action_ends e WHERE NOT EXISTS (SELECT 1 FROM "
+            "recall_actions a WHERE a.action_id = e.action_id AND a.attempt = e.attempt)"
+        )
+        if orphans and int(orphans[0]):
+            report.problems.append(f"{int(orphans[0])} action ends have no intent")
+        report.checked["turns"] = int(tx.one("SELECT COUNT(*) FROM recall_turns")[0])  # type: ignore[index]
+        report.checked["actions"] = int(tx.one("SELECT COUNT(*) FROM recall_actions")[0])  # type: ignore[index]
+        agents = [r[0] for r in tx.all("SELECT DISTINCT agent_id FROM recall_open_actions")]
+        for agent_id in agents:
+            for a in list_actions(tx, agent_id, True):
+                report.open_actions.append(
+                    {
+                        "action_id": a.action_id,
+                        "agent_id": a.agent_id,
+                        "tool": a.tool,
+                        "call": a.call_text(),
+                    }
+                )
+    bad = store.verify_approvals()
+    report.checked["approvals"] = _count(store, "recall_approvals")
+    for a in bad:
+        report.problems.append(
+            f"approval {a.approval_id} for action {a.action_id} has an invalid signature (altered, "
+            "or made with another secret)"
+        )
+    return report
+
+
+def _count(store: RecallStore, table: str) -> int:
+    with store._db.tx() as tx:
+        row = tx.one(f"SELECT COUNT(*) FROM {table}")
+    return int(row[0]) if row else 0
