@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -217,6 +217,33 @@ def turns(
         )
         rows.reverse()
     return [_turn(tx, r, resolve_outputs=resolve_outputs) for r in rows]
+
+
+def turn_page(
+    tx: Tx,
+    agent_id: str,
+    limit: int,
+    *,
+    before: int | None = None,
+    skip_ids: Container[str] = (),
+) -> tuple[list[Turn], int | None]:
+    """Up to ``limit`` turns before seq ``before``, newest first, outputs left as references.
+
+    Rows whose msg_id is in ``skip_ids`` are read but never decoded. Returns the turns and the
+    seq to pass as ``before`` for the next page (None once the oldest turn has been read).
+    """
+    cond = "agent_id = ?"
+    params: list[Any] = [agent_id]
+    if before is not None:
+        cond += " AND seq < ?"
+        params.append(before)
+    rows = tx.all(
+        f"SELECT {_TURN_COLS} FROM recall_turns WHERE {cond} ORDER BY seq DESC LIMIT ?",
+        [*params, int(limit)],
+    )
+    out = [_turn(tx, r, resolve_outputs=False) for r in rows if r[2] not in skip_ids]
+    lowest = int(rows[-1][1]) if rows else 1
+    return out, (lowest if len(rows) == int(limit) and lowest > 1 else None)
 
 
 def turn_count(tx: Tx, agent_id: str) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -335,6 +335,25 @@ class RecallStore(BaseStore):
 
     async def aturns(self, agent_id: str, last: int | None = None) -> list[Turn]:
         return await self._run(self.turns, agent_id, last)
+
+    def turn_page(
+        self,
+        agent_id: str,
+        limit: int,
+        *,
+        before: int | None = None,
+        skip_ids: Container[str] = (),
+    ) -> tuple[list[Turn], int | None]:
+        """Up to ``limit`` turns older than seq ``before``, newest first, for readers that stop
+        early (the briefing): large outputs stay references, turns in ``skip_ids`` are not
+        decoded. Returns the turns and the ``before`` of the next page (None at the start)."""
+        with self._db.tx() as tx:
+            return _records.turn_page(tx, agent_id, limit, before=before, skip_ids=skip_ids)
+
+    async def aturn_page(
+        self, agent_id: str, limit: int, *, before: int | None = None, skip_ids: Container[str] = ()
+    ) -> tuple[list[Turn], int | None]:
+        return await self._run(self.turn_page, agent_id, limit, before=before, skip_ids=skip_ids)
 
     # --- working state, milestones, pointers -------------------------------------------------
 
