@@ -1,0 +1,72 @@
+"""Helpers for trying langgraph-recall offline: a scripted chat model.
+
+``ScriptedChatModel`` answers the n-th model call with the n-th scripted reply, where n is the
+number of AI messages already in the request. That makes it deterministic across processes,
+crashes and resumes (it keeps no position of its own), which is what the demo, the notebooks and
+the crash tests need: a killed worker and its replacement get the same replies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+__all__ = ["ScriptedChatModel", "call", "reply"]
+
+
+def call(name: str, **args: Any) -> dict[str, Any]:
+    """One scripted tool call (its id is derived from its position, so it is stable)."""
+    return {"name": name, "args": args}
+
+
+def reply(content: str = "", *calls: dict[str, Any]) -> dict[str, Any]:
+    """One scripted model reply: some text and/or tool calls."""
+    return {"content": content, "tool_calls": list(calls)}
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model that plays a script; ``seen`` keeps what each call was given (in-process)."""
+
+    script: list[dict[str, Any]]
+    name_prefix: str = "ai"
+    seen: list[list[BaseMessage]] = []
+
+    def __init__(self, script: Sequence[dict[str, Any]], **kwargs: Any) -> None:
+        super().__init__(script=list(script), **kwargs)
+        self.seen = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.seen.append(list(messages))
+        n = sum(1 for m in messages if isinstance(m, AIMessage))
+        spec = self.script[min(n, len(self.script) - 1)]
+        calls = [
+            {
+                "name": c["name"],
+                "args": dict(c.get("args") or {}),
+                "id": f"call-{n}-{i}",
+                "type": "tool_call",
+            }
+            for i, c in enumerate(spec.get("tool_calls") or [])
+        ]
+        msg = AIMessage(
+            content=spec.get("content", ""), tool_calls=calls, id=f"{self.name_prefix}-{n}"
+        )
+        return ChatResult(generations=[ChatGeneration(message=msg)])
