@@ -224,7 +224,13 @@ def filter_sql(tx: Tx, flt: dict[str, Any] | None) -> tuple[str, list[Any]]:
         if op in ("$eq", "$ne"):
             lit, lp = literal(value)
             if value is None:
-                clauses.append(f"{col} IS {'NOT ' if op == '$ne' else ''}NULL")
+                if pg:
+                    # #> gives SQL NULL for a missing key but jsonb 'null' for a stored null;
+                    # both count as None, as json_extract and InMemoryStore treat them.
+                    eq = "=" if op == "$eq" else "<>"
+                    clauses.append(f"COALESCE({col}, 'null'::jsonb) {eq} 'null'::jsonb")
+                else:
+                    clauses.append(f"{col} IS {'NOT ' if op == '$ne' else ''}NULL")
                 params.extend(cp)
                 return
             if pg:

@@ -211,6 +211,8 @@ class RecallStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Apply ``ops`` in the order given, in one transaction."""
         ops = list(ops)
+        for op in ops:
+            _validate_op(op)
         vectors = self._embed_puts(ops)
         refresh_default = bool((self.ttl_config or {}).get("refresh_on_read", True))
         body_fields = list(self.index_config.get("fields") or []) if self.index_config else None
@@ -223,7 +225,6 @@ class RecallStore(BaseStore):
                 if isinstance(op, GetOp):
                     results.append(_items.get(tx, op, refresh_default))
                 elif isinstance(op, PutOp):
-                    _validate_namespace(op.namespace)
                     _items.put(tx, op, body_fields=body_fields, vectors=vectors.get(i))
                     results.append(None)
                 elif isinstance(op, SearchOp):
@@ -701,14 +702,39 @@ class RecallStore(BaseStore):
         return RecallCheckpointer(inner, store=self, lease_ttl=lease_ttl, wait=wait, **options)
 
 
-def _validate_namespace(namespace: tuple[str, ...]) -> None:
-    if not namespace:
-        raise InvalidNamespaceError("Namespace cannot be empty.")
+def _validate_op(op: Op) -> None:
+    """Check an op as LangGraph's stores do, whether it came through ``put()`` or ``batch()``.
+
+    Labels are stored joined by ".", so an unchecked label such as "a.b" in a GetOp, SearchOp
+    or delete would address the namespace ("a", "b"). Only writes refuse the "langgraph" root.
+    """
+    if isinstance(op, (GetOp, PutOp)):
+        _validate_labels(op.namespace)
+        if "\x00" in str(op.key):
+            raise RecallError(
+                f"item keys cannot contain NUL (\\x00): {op.key!r}", code="invalid_value"
+            )
+        if isinstance(op, PutOp) and op.value is not None:
+            _validate_namespace(op.namespace)
+    elif isinstance(op, SearchOp):
+        _validate_labels(op.namespace_prefix)
+    elif isinstance(op, ListNamespacesOp):
+        for cond in op.match_conditions or ():
+            _validate_labels(tuple(cond.path))
+
+
+def _validate_labels(namespace: tuple[str, ...]) -> None:
     for label in namespace:
         if not isinstance(label, str) or not label or "." in label or "\x00" in label:
             raise InvalidNamespaceError(
                 f"Namespace labels must be non-empty strings without '.' or NUL: {namespace!r}"
             )
+
+
+def _validate_namespace(namespace: tuple[str, ...]) -> None:
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    _validate_labels(namespace)
     if namespace[0] == "langgraph":
         raise InvalidNamespaceError(
             f'Root label for namespace cannot be "langgraph": {namespace!r}'
