@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from .._errors import ApprovalDenied, ApprovalMismatch, LeaseHeld, RecallError
+from .._errors import ApprovalDenied, ApprovalMismatch, ApprovalRequired, LeaseHeld, RecallError
 from ._codec import dump_json, dumps_typed, load_json, loads_typed
 from ._db import Tx
 from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn
@@ -674,7 +674,7 @@ def spend_approval(
     """Use the latest decision for this action to run it with exactly ``args_digest``. Once."""
     a = latest_decision(tx, action_id)
     if a is None or a.decision == "requested":
-        raise RecallError(f"action {action_id} has no decision yet", code="approval_required")
+        raise ApprovalRequired(f"action {action_id} has no decision yet; ask a person first")
     if a.agent_id != agent_id or not verify_signature(secret, a):
         raise ApprovalMismatch(
             f"the decision on record for {action_id} does not carry a valid signature for this "

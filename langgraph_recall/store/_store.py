@@ -624,6 +624,9 @@ class RecallStore(BaseStore):
                 if not _records.verify_signature(self._secret, a)
             ]
 
+    async def averify_approvals(self) -> list[Approval]:
+        return await self._run(self.verify_approvals)
+
     # --- leases ----------------------------------------------------------------------------
 
     def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
@@ -671,6 +674,9 @@ class RecallStore(BaseStore):
     def has_agent(self, agent_id: str) -> bool:
         with self._db.tx() as tx:
             return _records.agent_exists(tx, agent_id)
+
+    async def ahas_agent(self, agent_id: str) -> bool:
+        return await self._run(self.has_agent, agent_id)
 
     # --- briefing and checkpointer ---------------------------------------------------------
 

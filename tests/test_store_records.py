@@ -1,0 +1,512 @@
+"""The typed records API: turns, working state, pointers, outputs, actions, approvals, leases.
+
+Every test body runs four ways: SQLite and PostgreSQL, through the sync methods and through
+their ``a``-prefixed async twins (the ``api`` fixture).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fix_store import Api, captured_sql, db_now, wait_db_clock_past
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from langgraph_recall import RecallError
+from langgraph_recall._errors import ApprovalDenied, ApprovalMismatch, LeaseHeld
+from langgraph_recall.store import RecallStore
+
+
+@pytest.fixture(params=["sync", "async"])
+def api(store: RecallStore, request: pytest.FixtureRequest) -> Iterator[Api]:
+    caller = Api(store, request.param)
+    try:
+        yield caller
+    finally:
+        caller.close()
+
+
+def _code(exc_info: pytest.ExceptionInfo[BaseException]) -> str:
+    assert isinstance(exc_info.value, RecallError), exc_info.value
+    return exc_info.value.code
+
+
+# --- async twins ---------------------------------------------------------------------------
+
+# Methods that do no I/O on the caller's behalf, so they need no async twin.
+_NO_TWIN = {
+    "open",
+    "close",
+    "checkpointer",
+    "start_ttl_sweeper",
+    "stop_ttl_sweeper",
+    "dialect",
+    "target",
+}
+
+
+def test_every_public_method_has_an_async_twin() -> None:
+    public = {
+        name
+        for name, value in vars(RecallStore).items()
+        if not name.startswith("_")
+        and (inspect.isfunction(value) or isinstance(value, classmethod))
+    }
+    twins = {n for n in public if n.startswith("a") and n[1:] in public}
+    missing = sorted(n for n in public - twins - _NO_TWIN if "a" + n not in public)
+    assert missing == []
+    for name in public - _NO_TWIN - twins:
+        assert inspect.iscoroutinefunction(getattr(RecallStore, "a" + name)), name
+
+
+# --- turns ---------------------------------------------------------------------------------
+
+
+def _ids(turns: list[Any]) -> list[str]:
+    return [t.msg_id for t in turns]
+
+
+def test_record_appends_each_new_message_once_in_order(api: Api) -> None:
+    first = [HumanMessage("hi", id="m1"), AIMessage("hello", id="m2"), HumanMessage("go", id="m3")]
+    assert api.record("ag", first) == 3
+    assert api.record("ag", first) == 0
+    mixed = [first[1], HumanMessage("more", id="m4"), first[2], AIMessage("done", id="m5")]
+    assert api.record("ag", mixed) == 2
+    turns = api.turns("ag")
+    assert _ids(turns) == ["m1", "m2", "m3", "m4", "m5"]
+    assert [t.seq for t in turns] == [1, 2, 3, 4, 5]
+    assert [t.role for t in turns] == ["human", "ai", "human", "human", "ai"]
+    assert [t.message.content for t in turns] == ["hi", "hello", "go", "more", "done"]
+    assert api.record("other", first) == 3, "dedupe is per agent"
+    assert api.record("ag", []) == 0
+
+
+def test_record_keeps_message_types_and_thread(api: Api) -> None:
+    ai = AIMessage("", id="a1", tool_calls=[{"name": "pay", "args": {"n": 10}, "id": "c1"}])
+    tool = ToolMessage("paid", tool_call_id="c1", id="t1")
+    api.record("ag", [ai, tool], thread_id="thread-7")
+    got = api.turns("ag")
+    assert got[0].message == ai and got[1].message == tool
+    assert isinstance(got[1].message, ToolMessage)
+    assert {t.thread_id for t in got} == {"thread-7"}
+
+
+def test_messages_without_id_get_stable_ids(api: Api, store_target: str) -> None:
+    batch = [HumanMessage("yes"), AIMessage("sure"), HumanMessage("yes")]
+    assert api.record("ag", batch) == 3, "two identical id-less messages in one call are two turns"
+    ids = _ids(api.turns("ag"))
+    assert len(set(ids)) == 3 and all(i.startswith("h-") for i in ids)
+    assert api.record("ag", [HumanMessage("yes"), AIMessage("sure"), HumanMessage("yes")]) == 0
+    with RecallStore.open(store_target) as again:  # another process would compute the same ids
+        assert again.record("ag", [HumanMessage("yes"), AIMessage("sure")]) == 0
+        assert again.record("ag", [AIMessage("new")]) == 1
+
+
+def test_record_refuses_what_is_not_a_message(api: Api) -> None:
+    with pytest.raises(RecallError) as err:
+        api.record("ag", [HumanMessage("ok", id="1"), "plain text"])  # type: ignore[list-item]
+    assert _code(err) == "invalid_value" and "convert_to_messages" in str(err.value)
+    assert api.turns("ag") == []
+    with pytest.raises(RecallError) as err:
+        api.record("", [HumanMessage("ok", id="1")])
+    assert _code(err) == "invalid_value"
+
+
+def test_turns_last_n_returns_the_newest_n_oldest_first(api: Api) -> None:
+    api.record("ag", [HumanMessage(f"m{i}", id=f"id{i}") for i in range(20)])
+    assert _ids(api.turns("ag", last=3)) == ["id17", "id18", "id19"]
+    assert _ids(api.turns("ag", last=50)) == [f"id{i}" for i in range(20)]
+    assert api.turns("ag", last=0) == []
+    assert api.turns("nobody", last=5) == []
+
+
+def _plan_problems(store: RecallStore, sql: str, params: list[Any]) -> list[str]:
+    """What in the plan of ``sql`` reads more than an index range: full scans, sorts."""
+    with store._db.tx() as tx:
+        if store.dialect == "sqlite":
+            details = [r[3] for r in tx.all("EXPLAIN QUERY PLAN " + sql, params)]
+            return [d for d in details if d.startswith("SCAN") or "TEMP B-TREE" in d]
+        (plan,) = tx.one("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params) or ((),)
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    problems: list[str] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        kind = node["Node Type"]
+        if kind in ("Seq Scan", "Sort", "Bitmap Heap Scan"):
+            problems.append(kind)
+        if node.get("Relation Name") == "recall_turns" and node["Actual Rows"] > 5:
+            problems.append(f"{kind} read {node['Actual Rows']} turn rows")
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    return problems
+
+
+def _vm_steps(store: RecallStore, fn: Any) -> int:
+    """SQLite virtual-machine steps taken by ``fn`` on this thread's connection."""
+    steps = [0]
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    conn = store._db.connection()  # type: ignore[attr-defined]
+    conn.set_progress_handler(tick, 1)
+    try:
+        fn()
+    finally:
+        conn.set_progress_handler(None, 1)
+    return steps[0]
+
+
+def test_turns_last_n_is_an_index_read_not_a_scan(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.record("long", [HumanMessage(f"m{i}", id=f"l{i}") for i in range(3000)])
+    store.record("short", [HumanMessage(f"m{i}", id=f"s{i}") for i in range(30)])
+    if store.dialect == "postgres":
+        with store._db.tx() as tx:
+            tx.run("ANALYZE recall_turns")
+    with captured_sql(monkeypatch) as seen:
+        got = store.turns("long", last=5)
+    assert _ids(got) == [f"l{i}" for i in range(2995, 3000)]
+    reads = [(sql, params) for sql, params in seen if "recall_turns" in sql]
+    assert reads, "turns() should read recall_turns"
+    for sql, params in reads:
+        assert _plan_problems(store, sql, params) == [], sql
+    if store.dialect == "sqlite":
+        # The work done must not grow with the length of the history: 3000 turns vs 30.
+        long_steps = _vm_steps(store, lambda: store.turns("long", last=5))
+        short_steps = _vm_steps(store, lambda: store.turns("short", last=5))
+        assert long_steps <= short_steps * 1.2, (long_steps, short_steps)
+
+
+# --- working state, milestones, pointers ---------------------------------------------------
+
+
+def test_working_state_merges_revisions_and_keeps_every_one(api: Api, store: RecallStore) -> None:
+    assert api.working_state("ag") == {}
+    api.update_working_state("ag", goal="migrate billing", plan=["a", "b"])
+    merged = api.update_working_state("ag", progress="a done", plan=["b"])
+    assert merged == {"goal": "migrate billing", "plan": ["b"], "progress": "a done"}
+    assert api.update_working_state("ag", progress=None) == {
+        "goal": "migrate billing",
+        "plan": ["b"],
+    }
+    assert api.working_state("ag") == {"goal": "migrate billing", "plan": ["b"]}
+    history = api.revisions("ag")
+    assert [r[1] for r in history] == ["state", "state", "state"]
+    assert [r[3] for r in history] == [
+        {"goal": "migrate billing", "plan": ["a", "b"]},
+        {"progress": "a done", "plan": ["b"]},
+        {"progress": None},
+    ]
+    assert [r[0] for r in history] == [1, 2, 3]
+    item = store.get(("recall", "ag", "state"), "current")
+    assert item is not None and item.value == {"goal": "migrate billing", "plan": ["b"]}
+
+
+def test_milestones_append_and_show_the_latest(api: Api) -> None:
+    api.update_working_state("ag", goal="g")
+    api.milestone("ag", "schema migrated")
+    state = api.milestone("ag", "data copied")
+    assert state == {"goal": "g", "last_milestone": "data copied"}
+    assert api.working_state("ag")["last_milestone"] == "data copied"
+    texts = [r[3]["text"] for r in api.revisions("ag") if r[1] == "milestone"]
+    assert texts == ["schema migrated", "data copied"]
+    with pytest.raises(RecallError) as err:
+        api.milestone("ag", "   ")
+    assert _code(err) == "invalid_value"
+
+
+def test_pointers_latest_wins_and_history_is_kept(api: Api) -> None:
+    api.set_pointer("ag", "branch", "feature/a")
+    api.set_pointer("ag", "ticket", "JIRA-1", note="the epic")
+    p = api.set_pointer("ag", "branch", "feature/b", note="rebased")
+    assert (p.name, p.target, p.note) == ("branch", "feature/b", "rebased")
+    current = api.pointers("ag")
+    assert sorted(current) == ["branch", "ticket"]
+    assert current["branch"].target == "feature/b" and current["ticket"].note == "the epic"
+    history = [
+        r[3]["target"] for r in api.revisions("ag") if r[1] == "pointer" and r[2] == "branch"
+    ]
+    assert history == ["feature/a", "feature/b"]
+    assert api.pointers("nobody") == {}
+    for name, target in (("", "x"), ("n", "")):
+        with pytest.raises(RecallError) as err:
+            api.set_pointer("ag", name, target)
+        assert _code(err) == "invalid_value"
+
+
+# --- outputs -------------------------------------------------------------------------------
+
+
+def test_outputs_are_stored_whole_and_read_in_slices(api: Api) -> None:
+    text = "".join(f"line {i:07d}\n" for i in range(800_000))  # 10.4 MB
+    ref = api.put_output("ag", text)
+    assert ref.startswith("out-") and len(ref) < 32
+    assert api.put_output("ag", text) == ref, "the same content gets the same reference"
+    assert api.fetch_output(ref) == text
+    assert api.fetch_output(ref, 13 * 5, 13) == "line 0000005\n"
+    assert api.fetch_output(ref, len(text) - 5) == text[-5:]
+    assert api.fetch_output(ref, len(text) + 10, 10) == ""
+    with pytest.raises(RecallError) as err:
+        api.fetch_output("out-doesnotexist")
+    assert _code(err) == "unknown_output"
+
+
+def test_outputs_keep_unicode_exactly(api: Api) -> None:
+    text = "héllo wörld 東京 😀 " * 1000
+    ref = api.put_output("ag", text)
+    assert api.fetch_output(ref) == text
+    assert api.fetch_output(ref, 12, 5) == text[12:17]
+
+
+def test_long_turns_become_outputs_over_the_threshold(store_target: str) -> None:
+    with RecallStore.open(store_target, output_threshold=100) as store:
+        small, big = "s" * 100, "b" * 101
+        store.record("ag", [HumanMessage(small, id="1"), AIMessage(big, id="2")])
+        t_small, t_big = store.turns("ag")
+        assert t_small.output_ref is None and t_small.message.content == small
+        assert t_big.output_ref is not None and t_big.message.content == big
+        assert store.fetch_output(t_big.output_ref) == big
+        listed = store.search(("recall", "ag", "outputs"))
+        assert [i.key for i in listed] == [t_big.output_ref]
+
+
+def test_a_ten_megabyte_turn_is_recorded(api: Api) -> None:
+    big = "x" * (10 * 1024 * 1024)
+    assert api.record("ag", [AIMessage(big, id="huge")]) == 1
+    (turn,) = api.turns("ag")
+    assert turn.output_ref is not None and len(turn.message.content) == len(big)
+
+
+# --- actions -------------------------------------------------------------------------------
+
+
+def _claim(api: Api, action_id: str = "act-1", digest: str = "d1", **kw: Any) -> Any:
+    kw.setdefault("tool", "send_email")
+    kw.setdefault("args", {"to": "a@example.com"})
+    return api.claim("ag", action_id, args_digest=digest, **kw)
+
+
+def test_claim_then_end_then_claim_returns_the_recorded_result(api: Api) -> None:
+    first = _claim(api, idempotency_key="key-1", thread_id="t1", epoch=4)
+    assert first.status == "claimed" and first.claimed
+    a = first.action
+    assert (a.attempt, a.status, a.tool, a.idempotency_key) == (1, "open", "send_email", "key-1")
+    assert a.args == {"to": "a@example.com"} and a.thread_id == "t1"
+    again = _claim(api)
+    assert again.status == "in_doubt" and again.action.attempt == 1
+    assert api.end("act-1", 1, "done", result={"id": 42}) is True
+    done = _claim(api)
+    assert done.status == "done" and done.action.result == {"id": 42}
+    assert api.action("act-1").status == "done"
+
+
+def test_end_counts_only_once_and_only_for_an_intent(api: Api) -> None:
+    _claim(api)
+    assert api.end("act-1", 1, "failed", error="SMTP 550") is True
+    assert api.end("act-1", 1, "done", result="late") is False
+    assert api.end("act-1", 1, "failed", error="again") is False
+    failed = _claim(api)
+    assert failed.status == "failed" and failed.action.error == "SMTP 550"
+    with pytest.raises(RecallError) as err:
+        api.end("act-1", 2, "done")
+    assert _code(err) == "unknown_action"
+    with pytest.raises(RecallError) as err:
+        api.end("never-claimed", 1, "done")
+    assert _code(err) == "unknown_action"
+    with pytest.raises(RecallError) as err:
+        api.end("act-1", 1, "exploded")
+    assert _code(err) == "invalid_value"
+
+
+def test_abandoned_attempt_may_run_again_under_the_same_key(api: Api) -> None:
+    _claim(api, idempotency_key="k")
+    assert api.end("act-1", 1, "abandoned") is True
+    second = _claim(api, idempotency_key="k")
+    assert second.status == "claimed" and second.action.attempt == 2
+    assert second.action.idempotency_key == "k"
+    api.end("act-1", 2, "abandoned")
+    with pytest.raises(RecallError) as err:
+        _claim(api, digest="other-args")
+    assert _code(err) == "approval_mismatch"
+
+
+def test_actions_lists_latest_attempts_and_open_ones(api: Api) -> None:
+    for n in range(3):
+        _claim(api, action_id=f"act-{n}")
+    api.end("act-0", 1, "done", result="r0")
+    api.end("act-2", 1, "abandoned")
+    _claim(api, action_id="act-2")
+    listed = api.actions("ag")
+    assert [(a.action_id, a.attempt, a.status) for a in listed] == [
+        ("act-0", 1, "done"),
+        ("act-1", 1, "open"),
+        ("act-2", 2, "open"),
+    ]
+    assert [a.action_id for a in api.actions("ag", open_only=True)] == ["act-1", "act-2"]
+    assert api.actions("nobody") == []
+
+
+def test_resolve_settles_an_open_action(api: Api) -> None:
+    _claim(api, action_id="act-done")
+    _claim(api, action_id="act-not")
+    settled = api.resolve("act-done", "done", note="I saw the email arrive")
+    assert settled.status == "done" and settled.resolved_by == "person"
+    assert settled.note == "I saw the email arrive"
+    assert _claim(api, action_id="act-done").status == "done"
+    assert api.resolve("act-not", False).status == "not_done"
+    rerun = _claim(api, action_id="act-not")
+    assert rerun.status == "claimed" and rerun.action.attempt == 2
+    assert api.actions("ag", open_only=True)[0].action_id == "act-not"
+
+
+def test_resolve_refuses_what_it_cannot_settle(api: Api) -> None:
+    _claim(api, action_id="act-abc123")
+    api.end("act-abc123", 1, "done")
+    with pytest.raises(RecallError) as err:
+        api.resolve("act-abc123", "done")
+    assert _code(err) == "not_open"
+    with pytest.raises(RecallError) as err:
+        api.resolve("nope", "done")
+    assert _code(err) == "unknown_action"
+    _claim(api, action_id="act-xyz789")
+    with pytest.raises(RecallError) as err:
+        api.resolve("act-xyz789", "maybe")
+    assert _code(err) == "invalid_value"
+    assert api.resolve("act-xyz", "not_done").action_id == "act-xyz789", "a unique prefix works"
+    _claim(api, action_id="act-xyz000")
+    with pytest.raises(RecallError) as err:
+        api.resolve("act-xyz", "done")
+    assert _code(err) == "unknown_action" and "ambiguous" in str(err.value)
+
+
+def test_agents_summarise_records(api: Api) -> None:
+    api.record("b-agent", [HumanMessage("x", id="1"), HumanMessage("y", id="2")])
+    _claim(api)
+    got = {a.agent_id: a for a in api.agents()}
+    assert sorted(got) == ["ag", "b-agent"]
+    assert (got["b-agent"].turns, got["b-agent"].open_actions) == (2, 0)
+    assert (got["ag"].turns, got["ag"].open_actions) == (0, 1)
+    assert api.has_agent("ag") and not api.has_agent("nobody")
+
+
+# --- approvals -----------------------------------------------------------------------------
+
+
+def test_approval_is_spent_once_for_exactly_its_arguments(api: Api) -> None:
+    api.record_decision("ag", "pay-1", "requested", args={"n": 10}, args_digest="d10")
+    assert [p.action_id for p in api.pending_approvals("ag")] == ["pay-1"]
+    yes = api.record_decision("ag", "pay-1", "approve", args={"n": 10}, args_digest="d10")
+    assert yes.decision == "approve" and yes.args == {"n": 10}
+    assert api.pending_approvals("ag") == []
+    with pytest.raises(ApprovalMismatch) as err:
+        api.spend_approval("ag", "pay-1", "d9999", 1)
+    assert _code(err) == "approval_mismatch" and "other arguments" in str(err.value)
+    assert api.spend_approval("ag", "pay-1", "d10", 1).approval_id == yes.approval_id
+    with pytest.raises(ApprovalMismatch) as err:
+        api.spend_approval("ag", "pay-1", "d10", 2)
+    assert "already used" in str(err.value)
+    with pytest.raises(ApprovalMismatch):
+        api.spend_approval("other-agent", "pay-1", "d10", 1)
+
+
+def test_a_later_no_is_enforced(api: Api) -> None:
+    api.record_decision("ag", "pay-1", "approve", args_digest="d")
+    api.record_decision("ag", "pay-1", "reject", message="wrong account")
+    with pytest.raises(ApprovalDenied) as err:
+        api.spend_approval("ag", "pay-1", "d", 1)
+    assert _code(err) == "approval_denied" and "wrong account" in str(err.value)
+    api.record_decision("ag", "pay-1", "approve", args_digest="d")
+    assert api.spend_approval("ag", "pay-1", "d", 1).decision == "approve"
+
+
+def test_no_decision_means_approval_required(api: Api) -> None:
+    with pytest.raises(RecallError) as err:
+        api.spend_approval("ag", "pay-1", "d", 1)
+    assert _code(err) == "approval_required"
+    api.record_decision("ag", "pay-1", "requested", args_digest="d")
+    with pytest.raises(RecallError) as err:
+        api.spend_approval("ag", "pay-1", "d", 1)
+    assert _code(err) == "approval_required"
+    with pytest.raises(RecallError) as err:
+        api.record_decision("ag", "pay-1", "maybe")
+    assert _code(err) == "invalid_value"
+
+
+def test_a_forged_or_foreign_decision_does_not_spend(
+    api: Api, store: RecallStore, store_target: str
+) -> None:
+    real = api.record_decision("ag", "pay-1", "approve", args_digest="d10")
+    assert api.verify_approvals() == []
+    # Someone with database access writes a "yes" for other arguments, without the secret.
+    with store._db.tx(write=True) as tx:
+        tx.run(
+            "INSERT INTO recall_approvals (approval_id, agent_id, action_id, decision, args_digest, "
+            "signature, created_at) VALUES (?, 'ag', 'pay-1', 'approve', 'd9999', ?, {now})",
+            (real.approval_id + "z", real.signature),
+        )
+    with pytest.raises(ApprovalMismatch) as err:
+        api.spend_approval("ag", "pay-1", "d9999", 1)
+    assert "signature" in str(err.value)
+    assert [a.args_digest for a in api.verify_approvals()] == ["d9999"]
+    # A store opened with another secret cannot spend decisions signed with ours.
+    api.record_decision("ag", "pay-2", "approve", args_digest="d")
+    with RecallStore.open(store_target, secret="another-secret-" + "1" * 32) as other:
+        with pytest.raises(ApprovalMismatch):
+            other.spend_approval("ag", "pay-2", "d", 1)
+    assert api.spend_approval("ag", "pay-2", "d", 1).action_id == "pay-2"
+
+
+# --- leases --------------------------------------------------------------------------------
+
+
+def test_lease_acquire_free_ours_and_held(api: Api) -> None:
+    first = api.acquire_lease("ag", "worker-a", 30.0)
+    assert (first.holder, first.epoch) == ("worker-a", 1)
+    again = api.acquire_lease("ag", "worker-a", 60.0)
+    assert again.epoch == 1 and again.expires_at > first.expires_at
+    with pytest.raises(LeaseHeld) as err:
+        api.acquire_lease("ag", "worker-b", 30.0)
+    e = err.value
+    assert e.code == "lease_held"
+    assert e.details["holder"] == "worker-a" and e.details["epoch"] == 1
+    assert e.details["agent_id"] == "ag" and e.details["expires_at"] == again.expires_at
+    assert "worker-a" in str(e) and "wait=" in str(e)
+    assert api.lease("ag") == again
+    assert api.lease("nobody") is None
+
+
+def test_lease_epoch_grows_on_every_change_of_holder(api: Api, store: RecallStore) -> None:
+    a = api.acquire_lease("ag", "worker-a", 0.05)
+    wait_db_clock_past(store, a.expires_at)
+    b = api.acquire_lease("ag", "worker-b", 30.0)
+    assert (b.holder, b.epoch) == ("worker-b", 2)
+    assert api.release_lease("ag", "worker-b", 2) is True
+    a2 = api.acquire_lease("ag", "worker-a", 30.0)
+    assert (a2.holder, a2.epoch) == ("worker-a", 3), "a released lease is free at once"
+    assert api.acquire_lease("ag", "worker-a", 30.0).epoch == 3
+
+
+def test_lease_renew_and_release_need_the_current_holder_and_epoch(
+    api: Api, store: RecallStore
+) -> None:
+    a = api.acquire_lease("ag", "worker-a", 0.05)
+    wait_db_clock_past(store, a.expires_at)
+    b = api.acquire_lease("ag", "worker-b", 5.0)
+    assert api.renew_lease("ag", "worker-a", a.epoch, 30.0) is False, (
+        "a fenced-out holder cannot renew"
+    )
+    assert api.release_lease("ag", "worker-a", a.epoch) is False
+    assert api.renew_lease("ag", "worker-b", b.epoch - 1, 30.0) is False
+    assert api.renew_lease("ag", "worker-b", b.epoch, 30.0) is True
+    renewed = api.lease("ag")
+    assert renewed.expires_at > b.expires_at and renewed.expires_at > db_now(store) + 20
+    with pytest.raises(LeaseHeld):
+        api.acquire_lease("ag", "worker-a", 5.0)
