@@ -1,0 +1,313 @@
+"""Schema version and migrations, append-only journals, the signing secret, and refusing a
+SQLite database that lost its records (deleted, emptied, swapped or corrupt)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from langgraph_recall import RecallError
+from langgraph_recall._errors import RecordsMissing
+from langgraph_recall.store import RecallStore, _db
+from langgraph_recall.store._schema import APPEND_ONLY_TABLES, MIGRATIONS, SCHEMA_VERSION, Table
+
+# --- schema version and migrations ---------------------------------------------------------
+
+
+def _meta(store: RecallStore, key: str) -> str | None:
+    with store._db.tx() as tx:
+        row = tx.one("SELECT value FROM recall_meta WHERE key = ?", (key,))
+    return None if row is None else str(row[0])
+
+
+def _tables(store: RecallStore) -> set[str]:
+    with store._db.tx() as tx:
+        if store.dialect == "sqlite":
+            rows = tx.all("SELECT name FROM sqlite_master WHERE type = 'table'")
+        else:
+            rows = tx.all("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+    return {r[0] for r in rows}
+
+
+def test_a_new_store_has_every_table_and_the_current_version(store: RecallStore) -> None:
+    assert SCHEMA_VERSION == len(MIGRATIONS)
+    assert _meta(store, "schema_version") == str(SCHEMA_VERSION)
+    declared = {s.name for steps in MIGRATIONS for s in steps if isinstance(s, Table)}
+    assert declared <= _tables(store)
+
+
+def test_reopening_keeps_records_and_version(store_target: str) -> None:
+    with RecallStore.open(store_target) as s:
+        s.record("ag", [HumanMessage("hi", id="1")])
+        s.put(("docs",), "k", {"v": 1})
+    with RecallStore.open(store_target) as s:
+        assert [t.msg_id for t in s.turns("ag")] == ["1"]
+        assert s.get(("docs",), "k").value == {"v": 1}
+        assert _meta(s, "schema_version") == str(SCHEMA_VERSION)
+
+
+def _next_migration() -> list[Any]:
+    return [
+        {
+            "sqlite": [
+                "CREATE TABLE recall_future (x INTEGER)",
+                "INSERT INTO recall_future VALUES (7)",
+            ],
+            "postgres": [
+                "CREATE TABLE recall_future (x BIGINT)",
+                "INSERT INTO recall_future VALUES (7)",
+            ],
+        }
+    ]
+
+
+def test_an_upgrade_runs_the_new_migration_once_and_keeps_records(
+    store_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with RecallStore.open(store_target) as s:
+        s.record("ag", [HumanMessage("before the upgrade", id="1")])
+    # The next release appends a migration: the list position is the version.
+    monkeypatch.setattr(_db, "MIGRATIONS", [*MIGRATIONS, _next_migration()])
+    monkeypatch.setattr(_db, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    for _ in range(2):  # the second open must not run it again
+        with RecallStore.open(store_target) as s:
+            assert _meta(s, "schema_version") == str(SCHEMA_VERSION + 1)
+            with s._db.tx() as tx:
+                assert tx.all("SELECT x FROM recall_future") == [(7,)]
+            assert [t.message.content for t in s.turns("ag")] == ["before the upgrade"]
+
+
+def test_opening_a_newer_schema_fails_clearly_and_changes_nothing(
+    store_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as newer:
+        newer.setattr(_db, "MIGRATIONS", [*MIGRATIONS, _next_migration()])
+        newer.setattr(_db, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+        with RecallStore.open(store_target) as s:
+            s.record("ag", [HumanMessage("written by the newer version", id="1")])
+    # This (older) version must refuse it rather than write into a schema it does not know.
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(store_target)
+    e = err.value
+    assert e.code == "schema_too_new"
+    assert e.details == {"found": SCHEMA_VERSION + 1, "supported": SCHEMA_VERSION}
+    assert "pip install -U langgraph-recall" in str(e)
+    with monkeypatch.context() as newer:
+        newer.setattr(_db, "MIGRATIONS", [*MIGRATIONS, _next_migration()])
+        newer.setattr(_db, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+        with RecallStore.open(store_target) as s:
+            assert [t.msg_id for t in s.turns("ag")] == ["1"]
+
+
+# --- append-only journals ------------------------------------------------------------------
+
+JOURNALS = {
+    "recall_turns",
+    "recall_revisions",
+    "recall_outputs",
+    "recall_actions",
+    "recall_action_ends",
+    "recall_approvals",
+    "recall_approval_spends",
+}
+
+
+def _fill_every_journal(store: RecallStore) -> None:
+    store.record("ag", [HumanMessage("hi", id="1")])
+    store.update_working_state("ag", goal="g")
+    store.put_output("ag", "a large output")
+    store.claim("ag", "act-1", tool="t", args={}, args_digest="d")
+    store.end("act-1", 1, "done", result="ok")
+    store.record_decision("ag", "act-2", "approve", args_digest="d")
+    store.spend_approval("ag", "act-2", "d", 1)
+
+
+def _count(store: RecallStore, table: str) -> int:
+    with store._db.tx() as tx:
+        row = tx.one(f"SELECT COUNT(*) FROM {table}")
+    assert row is not None
+    return int(row[0])
+
+
+def test_every_journal_table_is_append_only() -> None:
+    assert set(APPEND_ONLY_TABLES) == JOURNALS
+
+
+@pytest.mark.parametrize("table", sorted(JOURNALS))
+def test_the_database_refuses_update_and_delete_on_journals(store: RecallStore, table: str) -> None:
+    _fill_every_journal(store)
+    before = _count(store, table)
+    assert before >= 1
+    for sql in (f"UPDATE {table} SET created_at = created_at + 1", f"DELETE FROM {table}"):
+        with pytest.raises(Exception, match="append-only") as err:
+            with store._db.tx(write=True) as tx:
+                tx.run(sql)
+        assert not isinstance(err.value, AssertionError)
+    assert _count(store, table) == before
+
+
+def test_sweeping_and_item_deletes_do_not_touch_journals(store: RecallStore) -> None:
+    _fill_every_journal(store)
+    counts = {t: _count(store, t) for t in JOURNALS}
+    for ns in store.list_namespaces(prefix=("recall",)):
+        for item in store.search(ns, limit=100):
+            store.delete(ns, item.key)
+    store.sweep_ttl()
+    assert {t: _count(store, t) for t in JOURNALS} == counts
+
+
+# --- the secret ----------------------------------------------------------------------------
+
+
+def _approve(store: RecallStore, action_id: str) -> None:
+    store.record_decision("ag", action_id, "approve", args_digest="d")
+
+
+def test_sqlite_secret_file_is_created_0600_beside_the_database(tmp_path: Any) -> None:
+    path = str(tmp_path / "recall.db")
+    old = os.umask(0)  # even a permissive umask must not widen it
+    try:
+        store = RecallStore.open(path)
+    finally:
+        os.umask(old)
+    with store:
+        secret_file = path + ".secret"
+        assert stat.S_IMODE(os.stat(secret_file).st_mode) == 0o600
+        saved = json.load(open(secret_file))
+        assert saved["store_id"] == _meta(store, "store_id")
+        assert bytes.fromhex(saved["secret"]) == store._secret and len(store._secret) >= 32
+        _approve(store, "a1")
+    with RecallStore.open(path) as again:
+        assert again._secret == store._secret
+        assert again.verify_approvals() == []
+
+
+def test_sqlite_without_its_secret_file_is_refused(tmp_path: Any) -> None:
+    path = str(tmp_path / "recall.db")
+    with RecallStore.open(path) as s:
+        _approve(s, "a1")
+    os.remove(path + ".secret")
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(path)
+    assert err.value.code == "secret_missing" and "Restore" in str(err.value)
+
+
+def test_postgres_secret_comes_from_the_argument_or_the_environment(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LANGGRAPH_RECALL_SECRET", "from-the-environment-" + "e" * 32)
+    with RecallStore.open(pg_dsn, secret="given-" + "g" * 32) as s:
+        assert s._secret == b"given-" + b"g" * 32
+        _approve(s, "a1")
+    with RecallStore.open(pg_dsn) as s:
+        assert s._secret == ("from-the-environment-" + "e" * 32).encode()
+        assert [a.action_id for a in s.verify_approvals()] == ["a1"]
+    with RecallStore.open(pg_dsn, secret=b"given-" + b"g" * 32) as s:
+        assert s.verify_approvals() == []
+
+
+def test_postgres_without_a_secret_fails_clearly(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LANGGRAPH_RECALL_SECRET", raising=False)
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(pg_dsn)
+    assert err.value.code == "secret_missing"
+    assert "LANGGRAPH_RECALL_SECRET" in str(err.value) and "secret=" in str(err.value)
+
+
+# --- records missing -----------------------------------------------------------------------
+
+
+def _make_store_with_records(path: str) -> None:
+    with RecallStore.open(path) as s:
+        s.record("ag", [HumanMessage("precious", id="1")])
+    assert not os.path.exists(path + "-wal") or os.path.getsize(path + "-wal") == 0
+
+
+def _remove_db(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+
+
+def _assert_records_missing(path: str) -> None:
+    with pytest.raises(RecordsMissing) as err:
+        RecallStore.open(path)
+    e = err.value
+    assert e.code == "records_missing" and e.details["path"] == path
+    text = str(e)
+    assert "Restore the database from a backup" in text
+    assert f"delete {path}.secret" in text, "says how to start fresh on purpose"
+
+
+def test_a_deleted_database_is_refused(tmp_path: Any) -> None:
+    path = str(tmp_path / "recall.db")
+    _make_store_with_records(path)
+    _remove_db(path)
+    _assert_records_missing(path)
+    _assert_records_missing(path)  # still refused on the next try: nothing started fresh
+
+
+def test_an_emptied_database_is_refused(tmp_path: Any) -> None:
+    path = str(tmp_path / "recall.db")
+    _make_store_with_records(path)
+    _remove_db(path)
+    open(path, "wb").close()
+    _assert_records_missing(path)
+
+
+def test_a_swapped_database_is_refused(tmp_path: Any) -> None:
+    path, other = str(tmp_path / "recall.db"), str(tmp_path / "other.db")
+    _make_store_with_records(path)
+    _make_store_with_records(other)
+    _remove_db(path)
+    shutil.copy(other, path)
+    with pytest.raises(RecordsMissing, match="belongs to another store"):
+        RecallStore.open(path)
+
+
+def test_starting_fresh_on_purpose_works(tmp_path: Any) -> None:
+    path = str(tmp_path / "recall.db")
+    _make_store_with_records(path)
+    _remove_db(path)
+    _assert_records_missing(path)
+    os.remove(path + ".secret")  # what the message says to do
+    _remove_db(path)
+    with RecallStore.open(path) as s:
+        assert s.turns("ag") == []
+
+
+def test_a_corrupt_file_is_refused_and_left_as_it_was(tmp_path: Any) -> None:
+    path = str(tmp_path / "recall.db")
+    garbage = bytes(range(256)) * 64
+    with open(path, "wb") as f:
+        f.write(garbage)
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(path)
+    assert err.value.code == "database"
+    assert "not a readable SQLite database" in str(err.value) and "backup" in str(err.value)
+    assert open(path, "rb").read() == garbage
+    assert not os.path.exists(path + ".secret")
+
+
+def test_a_damaged_header_loses_nothing_once_repaired(tmp_path: Any) -> None:
+    path = str(tmp_path / "recall.db")
+    _make_store_with_records(path)
+    with open(path, "r+b") as f:
+        header = f.read(100)
+        f.seek(0)
+        f.write(b"\xde\xad\xbe\xef" * 25)
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(path)
+    assert err.value.code == "database"
+    with open(path, "r+b") as f:
+        f.write(header)
+    with RecallStore.open(path) as s:
+        assert [t.message.content for t in s.turns("ag")] == ["precious"]
