@@ -1,0 +1,47 @@
+"""Which checkpoints this process has finished writing: the durability barrier's memory.
+
+LangGraph writes checkpoints on background threads (``durability="async"``, the default), so a
+node of step N+1 may start before the checkpoint of step N is in the database. A tool node about
+to cause a side effect asks ``RecallCheckpointer.wait_durable(config, checkpoint_id)`` first;
+this log answers from memory for checkpoints written here and wakes waiters the moment a
+``put`` returns. It remembers the most recent ``capacity`` checkpoints; older ones, and those
+written by another process, are found in the saver itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+
+
+class DurableLog:
+    """A bounded set of (thread_id, checkpoint_id) whose ``put`` has returned, plus waiters."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._done: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._capacity = capacity
+        self._cond = threading.Condition()
+
+    def mark(self, thread_id: str, checkpoint_id: str) -> None:
+        with self._cond:
+            self._done[(thread_id, checkpoint_id)] = None
+            if len(self._done) > self._capacity:
+                self._done.popitem(last=False)
+            self._cond.notify_all()
+
+    def seen(self, thread_id: str, checkpoint_id: str) -> bool:
+        with self._cond:
+            return (thread_id, checkpoint_id) in self._done
+
+    def wait(self, thread_id: str, checkpoint_id: str, timeout: float) -> bool:
+        """Block until that checkpoint is marked or ``timeout`` passes; True if it was marked."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        key = (thread_id, checkpoint_id)
+        with self._cond:
+            while key not in self._done:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True

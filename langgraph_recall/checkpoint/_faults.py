@@ -1,0 +1,52 @@
+"""Named fault points, so crash tests can stop or kill a real process at an exact line.
+
+Production code calls ``fault_point("before_put")`` at the places where a crash or a freeze is
+most dangerous. Nothing happens unless ``LANGGRAPH_RECALL_FAULTS`` is set when this module is
+imported, e.g. ``LANGGRAPH_RECALL_FAULTS="before_put=3:stop,after_put=5:exit"``: on the third
+``before_put`` the process sends itself SIGSTOP (frozen, as under a long GC pause or a paused
+VM); on the fifth ``after_put`` it leaves with ``os._exit(99)`` (no cleanup, like a crash).
+Actions: ``stop`` (SIGSTOP), ``kill`` (SIGKILL), ``exit`` (``os._exit(99)``).
+
+Points: ``before_put`` (lease checked, the checkpoint not yet written), ``after_put`` (the
+checkpoint written, its messages not yet recorded), ``before_release`` (run finished, lease
+still held).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+ENV = "LANGGRAPH_RECALL_FAULTS"
+
+
+def _parse(spec: str) -> dict[str, tuple[int, str]]:
+    out: dict[str, tuple[int, str]] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, rest = part.partition("=")
+        count, _, action = rest.partition(":")
+        out[name] = (int(count or 1), action or "exit")
+    return out
+
+
+_FAULTS = _parse(os.environ.get(ENV, ""))
+_hits: dict[str, int] = {}
+_lock = threading.Lock()
+
+
+def fault_point(name: str) -> None:
+    """Stop, kill or end this process here if the environment asked for it (else nothing)."""
+    if not _FAULTS or name not in _FAULTS:
+        return
+    count, action = _FAULTS[name]
+    with _lock:
+        _hits[name] = _hits.get(name, 0) + 1
+        if _hits[name] != count:
+            return
+    if action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    else:
+        os._exit(99)

@@ -1,0 +1,264 @@
+"""One process acts for an agent at a time: taking, renewing, releasing and losing its lease.
+
+A ``LeaseKeeper`` belongs to one ``RecallCheckpointer`` (and every copy ``with_allowlist``
+makes), under one holder id, ``hostname:pid:uuid``. It keeps at most one lease per agent:
+
+- ``acquire`` takes the store's lease row (free, expired or ours), waiting up to ``wait``
+  seconds, else raises ``LeaseHeld`` naming the holder and the expiry. A second run of the same
+  agent inside this process is refused the same way: one holder id must not mean two writers.
+- A daemon thread renews every held lease at ``ttl / 3``, off the hot path. A renewal that finds
+  another holder marks the lease lost and asks the run to drain (``RunControl.request_drain``):
+  the run stops at the next step boundary and writes nothing more.
+- ``check_write`` runs before each checkpoint write. It always refuses a lost lease. For a saver
+  without the database fence it also self-fences: it refuses when no renewal has succeeded for
+  ``ttl - margin`` seconds (local monotonic clock, measured from the start of the last
+  successful call, so it errs early), and re-reads the lease row to catch a takeover.
+  What remains for such savers is the window between that check and the write landing: a
+  process frozen exactly there, for longer than the lease, can land one stale checkpoint.
+  ``store.checkpointer()`` closes that window with the trigger in ``_fence``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._errors import LeaseHeld, LeaseLost, RecallError
+
+if TYPE_CHECKING:
+    from ..store import RecallStore
+
+
+def new_holder_id() -> str:
+    """``hostname:pid:uuid``: unique per checkpointer, readable in ``lease_held`` messages."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class HeldLease:
+    """A lease this process holds for one agent."""
+
+    agent_id: str
+    epoch: int
+    # Local monotonic time until which nobody else can have taken the lease: the start of the
+    # last successful acquire/renew call plus the ttl (the database stamped it later than that).
+    valid_until: float
+    lost: LeaseLost | None = None
+    controls: list[Any] = field(default_factory=list)
+
+
+class LeaseKeeper:
+    """Acquire, renew in the background, check before writes, release. Thread-safe."""
+
+    def __init__(
+        self, store: RecallStore, *, holder: str, ttl: float, wait: float, fenced: bool
+    ) -> None:
+        if ttl <= 0:
+            raise RecallError(f"lease_ttl must be positive, got {ttl!r}", code="invalid_value")
+        self.store = store
+        self.holder = holder
+        self.ttl = float(ttl)
+        self.wait = float(wait)
+        self.fenced = fenced
+        self.margin = self.ttl / 4
+        self._held: dict[str, HeldLease] = {}
+        self._cond = threading.Condition()
+        self._renewer: threading.Thread | None = None
+        self._closed = False
+
+    # --- taking and giving back -----------------------------------------------------------
+
+    def acquire(self, agent_id: str, control: Any = None, wait: float | None = None) -> HeldLease:
+        """Take the agent's lease for this process, or raise ``LeaseHeld`` after ``wait`` s."""
+        deadline = time.monotonic() + (self.wait if wait is None else wait)
+        pause = 0.02
+        while True:
+            with self._cond:
+                mine = self._held.get(agent_id)
+                if mine is None:
+                    # Reserve the slot before the database call, so two threads of this process
+                    # cannot both take the (same-holder, hence re-entrant) database lease.
+                    held = HeldLease(agent_id, epoch=-1, valid_until=0.0)
+                    self._held[agent_id] = held
+                    break
+                if time.monotonic() >= deadline:
+                    raise LeaseHeld(
+                        f"agent {agent_id!r} is already running in this process ({self.holder}); "
+                        "nothing ran. Wait for that run to finish, pass wait= to queue, or use "
+                        "a different agent_id.",
+                        agent_id=agent_id,
+                        holder=self.holder,
+                        expires_at=None,
+                        epoch=mine.epoch,
+                    )
+                self._cond.wait(max(0.0, deadline - time.monotonic()))
+        try:
+            while True:
+                started = time.monotonic()
+                try:
+                    lease = self.store.acquire_lease(agent_id, self.holder, self.ttl)
+                    break
+                except LeaseHeld as exc:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise
+                    # Poll: the holder may release at any moment, or its lease may expire.
+                    expires_in = float(exc.details.get("expires_at") or 0) - time.time()
+                    time.sleep(max(0.005, min(pause, left, max(expires_in, 0.005))))
+                    pause = min(pause * 2, 0.5)
+        except BaseException:
+            with self._cond:
+                self._held.pop(agent_id, None)
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            held.epoch = lease.epoch
+            held.valid_until = started + self.ttl
+            if control is not None:
+                held.controls.append(control)
+            self._start_renewer()
+        return held
+
+    def release(self, agent_id: str) -> LeaseLost | None:
+        """Give the lease back (unless it was lost); returns the loss, if there was one."""
+        with self._cond:
+            held = self._held.pop(agent_id, None)
+            self._cond.notify_all()
+        if held is None or held.epoch < 0:
+            return None
+        if held.lost is None:
+            try:
+                self.store.release_lease(agent_id, self.holder, held.epoch)
+            except Exception as exc:  # it expires anyway; the next run just waits for that
+                warnings.warn(
+                    f"could not release the lease of agent {agent_id!r} ({exc}); it expires in "
+                    f"at most {self.ttl:.0f}s",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        return held.lost
+
+    def held(self, agent_id: str) -> HeldLease | None:
+        with self._cond:
+            held = self._held.get(agent_id)
+            return held if held is not None and held.epoch >= 0 else None
+
+    def is_busy(self, agent_id: str) -> bool:
+        """Whether a run of this process is acting for the agent right now."""
+        with self._cond:
+            return agent_id in self._held
+
+    # --- losing it ------------------------------------------------------------------------
+
+    def mark_lost(self, agent_id: str, reason: str, epoch: int | None = None) -> LeaseLost:
+        """Record that another process took over; drain the run. Returns the error to raise."""
+        with self._cond:
+            held = self._held.get(agent_id)
+            if held is None or (epoch is not None and held.epoch != epoch):
+                return LeaseLost(
+                    f"agent {agent_id!r}: {reason}", agent_id=agent_id, holder=self.holder
+                )
+            if held.lost is None:
+                held.lost = LeaseLost(
+                    f"this process ({self.holder}) lost the lease of agent {agent_id!r} "
+                    f"(epoch {held.epoch}): {reason}. It stopped at the step boundary and wrote "
+                    "nothing more; the new holder continues from the last checkpoint.",
+                    agent_id=agent_id,
+                    holder=self.holder,
+                    epoch=held.epoch,
+                )
+            controls = list(held.controls)
+            lost = held.lost
+        for control in controls:
+            try:
+                control.request_drain("lease_lost")
+            except Exception:  # a foreign control object; the write fence still stops the run
+                pass
+        return lost
+
+    def check_write(self, agent_id: str) -> int:
+        """The epoch to stamp on a checkpoint of this agent's run; raises ``LeaseLost``."""
+        with self._cond:
+            held = self._held.get(agent_id)
+            if held is None or held.epoch < 0:
+                raise LeaseLost(
+                    f"no lease held for agent {agent_id!r} by this process", agent_id=agent_id
+                )
+            if held.lost is not None:
+                raise held.lost
+            epoch, valid_until = held.epoch, held.valid_until
+        if self.fenced:
+            return epoch  # the database decides, exactly, inside the write
+        if time.monotonic() > valid_until - self.margin:
+            raise self.mark_lost(
+                agent_id, f"no renewal succeeded for {self.ttl - self.margin:.1f}s (self-fenced)"
+            )
+        current = self.store.lease(agent_id)
+        if current is None or current.holder != self.holder or current.epoch != epoch:
+            who = current.holder if current else "nobody"
+            raise self.mark_lost(agent_id, f"the lease now belongs to {who}")
+        return epoch
+
+    # --- renewing -------------------------------------------------------------------------
+
+    def _start_renewer(self) -> None:
+        # Called with self._cond held.
+        if self._renewer is None or not self._renewer.is_alive():
+            self._renewer = threading.Thread(
+                target=self._renew_loop, name=f"recall-lease-{self.holder}", daemon=True
+            )
+            self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        interval = self.ttl / 3
+        due = time.monotonic() + interval
+        while True:
+            with self._cond:
+                # The condition is also notified by acquire/release; sleep until due anyway.
+                while not self._closed and self._held and (left := due - time.monotonic()) > 0:
+                    self._cond.wait(left)
+                if self._closed or not self._held:
+                    self._renewer = None
+                    return
+                todo = [
+                    (h.agent_id, h.epoch)
+                    for h in self._held.values()
+                    if h.epoch >= 0 and h.lost is None
+                ]
+            due = time.monotonic() + interval
+            for agent_id, epoch in todo:
+                self.renew(agent_id, epoch)
+
+    def renew(self, agent_id: str, epoch: int) -> bool:
+        """Extend one lease now; False (and the lease marked lost) if another holder has it."""
+        started = time.monotonic()
+        try:
+            ok = self.store.renew_lease(agent_id, self.holder, epoch, self.ttl)
+        except Exception:
+            # Database unreachable: keep trying. Unfenced savers self-fence in check_write once
+            # valid_until passes; fenced ones are refused by the trigger if someone took over.
+            return True
+        if not ok:
+            self.mark_lost(agent_id, "another process took it over after it expired", epoch)
+            return False
+        with self._cond:
+            held = self._held.get(agent_id)
+            if held is not None and held.epoch == epoch:
+                held.valid_until = max(held.valid_until, started + self.ttl)
+        return True
+
+    def close(self) -> None:
+        """Release every lease this keeper holds and stop the renewer."""
+        with self._cond:
+            agents = list(self._held)
+        for agent_id in agents:
+            self.release(agent_id)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()

@@ -1,0 +1,201 @@
+"""Each message of the graph's messages channel recorded into the agent's turns exactly once.
+
+Recording follows the checkpoints: a message is handed to ``store.record`` only after a
+checkpoint containing it was written, so a fenced-out or crashed run records nothing it did not
+also checkpoint. Three pieces:
+
+- ``MessageCursor`` (one per run and thread) finds the new messages of a checkpoint by position,
+  in O(new) time: ``add_messages`` appends, so the new ones are whatever follows the last
+  message already seen. Only when the list was rewritten (``RemoveMessage``, a replacement) does
+  it compare ids over the whole list, still without touching the database.
+- ``Recorder`` writes them from one background thread, in order, batching what piled up while
+  the previous write ran, so the checkpoint path pays a queue append, not a transaction. A run's
+  end flushes it before the lease is released, so when ``invoke`` returns every message is
+  recorded.
+- ``catch_up`` runs once at each run start, against the restored checkpoint: messages a crash
+  left unrecorded (checkpointed, then killed before the recorder wrote them) are recorded then,
+  once, in order. It reads the agent's newest recorded turn and records only what follows it.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import BaseMessage
+
+if TYPE_CHECKING:
+    from ..store import RecallStore
+
+
+def messages_in(value: Any) -> list[BaseMessage] | None:
+    """The channel value as a list of messages, or None if it is not one."""
+    if not isinstance(value, list) or not all(isinstance(m, BaseMessage) for m in value):
+        return None
+    return value
+
+
+class MessageCursor:
+    """What a run has already seen of one thread's messages channel."""
+
+    __slots__ = ("_count", "_ids", "_last")
+
+    def __init__(self, restored: Sequence[BaseMessage]) -> None:
+        self._ids: set[str] = {m.id for m in restored if m.id}
+        self._count = len(restored)
+        self._last: BaseMessage | None = restored[-1] if restored else None
+
+    def new_messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """The messages not seen before, in channel order; remembers them as seen."""
+        n = self._count
+        if n == 0:
+            candidates = list(messages)
+        elif len(messages) >= n and _same(messages[n - 1], self._last):
+            candidates = list(messages[n:])
+        else:
+            candidates = list(messages)  # rewritten list: compare by id below
+        fresh = [m for m in candidates if not (m.id and m.id in self._ids)]
+        self._ids.update(m.id for m in fresh if m.id)
+        self._count = len(messages)
+        self._last = messages[-1] if messages else None
+        return fresh
+
+
+def _same(a: BaseMessage, b: BaseMessage | None) -> bool:
+    if b is None:
+        return False
+    if a.id or b.id:
+        return a.id == b.id
+    return a is b
+
+
+def catch_up(
+    store: RecallStore, agent_id: str, thread_id: str | None, restored: Sequence[BaseMessage]
+) -> int:
+    """Record what a crash left unrecorded in ``restored``; returns how many were new."""
+    if not restored:
+        return 0
+    newest = store.turns(agent_id, last=1)
+    if newest:
+        last_id = newest[-1].msg_id
+        for i in range(len(restored) - 1, -1, -1):
+            if restored[i].id == last_id:
+                tail = list(restored[i + 1 :])
+                return store.record(agent_id, tail, thread_id=thread_id) if tail else 0
+    # Nothing recorded yet, or the newest turn came from another thread of this agent: the
+    # store skips what it already has (by message id).
+    return store.record(agent_id, list(restored), thread_id=thread_id)
+
+
+@dataclass
+class _Job:
+    agent_id: str
+    thread_id: str | None
+    messages: list[BaseMessage]
+    catch_up: bool = False
+
+
+class Recorder:
+    """A background writer of turns, in submission order, batched per agent and thread."""
+
+    def __init__(self, store: RecallStore) -> None:
+        self.store = store
+        self._jobs: deque[_Job] = deque()
+        self._pending: dict[str, int] = {}
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(
+        self,
+        agent_id: str,
+        thread_id: str | None,
+        messages: list[BaseMessage],
+        *,
+        catch_up: bool = False,
+    ) -> None:
+        if not messages:
+            return
+        with self._cond:
+            self._jobs.append(_Job(agent_id, thread_id, messages, catch_up))
+            self._pending[agent_id] = self._pending.get(agent_id, 0) + 1
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._loop, name="recall-recorder", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self, agent_id: str | None = None, timeout: float | None = None) -> bool:
+        """Wait until every job (of ``agent_id``) submitted so far is written; False on timeout."""
+
+        def done() -> bool:
+            if agent_id is not None:
+                return not self._pending.get(agent_id)
+            return not self._pending
+
+        with self._cond:
+            return self._cond.wait_for(done, timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        self.flush(timeout=timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._jobs and not self._closed:
+                    if not self._cond.wait(30.0) and not self._jobs:
+                        self._thread = None  # idle: let the thread end; submit starts another
+                        return
+                if not self._jobs:
+                    self._thread = None
+                    return
+                batch = list(self._jobs)
+                self._jobs.clear()
+            for job in _merge(batch):
+                self._write(job)
+            with self._cond:
+                for job in batch:
+                    self._pending[job.agent_id] -= 1
+                    if not self._pending[job.agent_id]:
+                        del self._pending[job.agent_id]
+                self._cond.notify_all()
+
+    def _write(self, job: _Job) -> None:
+        try:
+            if job.catch_up:
+                catch_up(self.store, job.agent_id, job.thread_id, job.messages)
+            else:
+                self.store.record(job.agent_id, job.messages, thread_id=job.thread_id)
+        except Exception as exc:
+            # The checkpoint still holds these messages: the next run start records them.
+            warnings.warn(
+                f"could not record turns of agent {job.agent_id!r} ({exc}); the next run of "
+                "this agent records them from its checkpoint",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+
+
+def _merge(batch: list[_Job]) -> list[_Job]:
+    """Adjacent plain jobs of the same agent and thread become one write (order kept)."""
+    out: list[_Job] = []
+    for job in batch:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and not job.catch_up
+            and not last.catch_up
+            and (last.agent_id, last.thread_id) == (job.agent_id, job.thread_id)
+        ):
+            last.messages = last.messages + job.messages
+        else:
+            out.append(_Job(job.agent_id, job.thread_id, list(job.messages), job.catch_up))
+    return out

@@ -1,0 +1,118 @@
+"""LangGraph's own saver on the store's database, with the fencing trigger installed.
+
+``same_database_saver(store)`` returns a ``SqliteSaver`` (its own ``sqlite3`` connection on the
+store's file) or a ``PostgresSaver`` (its own small psycopg pool on the store's DSN, so the
+same schema). Because ``checkpoints`` and ``recall_leases`` then share one database, the
+trigger in ``_fence`` refuses a stale holder's write inside the write's own transaction: this
+is what makes ``store.checkpointer()`` exact. The saver's connections belong to it; close them
+with ``close_same_database_saver`` (``RecallCheckpointer.close()`` does).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .._errors import RecallError
+from ._fence import PG_FENCE_LOCK, install_pg_fence, install_sqlite_fence
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from ..store import RecallStore
+
+# Savers built here -> how to close their connections. Weak, so a dropped saver is forgotten.
+_OWNED: weakref.WeakKeyDictionary[Any, Callable[[], None]] = weakref.WeakKeyDictionary()
+
+
+def same_database_saver(store: RecallStore) -> BaseCheckpointSaver:
+    """A LangGraph saver on ``store``'s database, set up, with the fencing trigger installed.
+
+    Raises:
+        RecallError: ``database`` when the saver's tables or the trigger cannot be created.
+    """
+    db: Any = store._db
+    if db.dialect == "sqlite":
+        return _sqlite_saver(db.path, db.busy_timeout, db.synchronous)
+    return _postgres_saver(db.dsn)
+
+
+def is_fenced(saver: Any) -> bool:
+    """Whether ``saver`` was built by ``same_database_saver`` (its writes are fenced exactly)."""
+    try:
+        return saver in _OWNED
+    except TypeError:  # unhashable saver: not ours
+        return False
+
+
+def close_same_database_saver(saver: Any) -> None:
+    """Close the connections of a saver built here (nothing for any other saver)."""
+    try:
+        closer = _OWNED.pop(saver, None)
+    except TypeError:
+        closer = None
+    if closer is not None:
+        closer()
+
+
+def _sqlite_saver(path: str, busy_timeout: float, synchronous: str) -> BaseCheckpointSaver:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    # Writes come from LangGraph's executor threads; SqliteSaver serialises them with its lock.
+    conn = sqlite3.connect(path, check_same_thread=False, timeout=busy_timeout)
+    try:
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+        saver = SqliteSaver(conn)
+        saver.setup()
+        # Same durability as the store's own commits (the store's ``durability`` option).
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        install_sqlite_fence(conn)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise RecallError(
+            f"cannot prepare LangGraph's checkpoint tables in {path}: {exc}", code="database"
+        ) from exc
+    _OWNED[saver] = conn.close
+    return saver
+
+
+def _postgres_saver(dsn: str) -> BaseCheckpointSaver:
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise RecallError(
+            "PostgreSQL needs the postgres extra: pip install 'langgraph-recall[postgres]'",
+            code="database",
+        ) from exc
+    # PostgresSaver holds its own lock around every cursor, so two connections are plenty: the
+    # pool is here to replace a broken connection, not for parallelism.
+    pool: Any = ConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=2,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        open=True,
+        name="langgraph-recall-checkpoints",
+    )
+    try:
+        saver = PostgresSaver(pool)
+        with pool.connection() as conn:
+            # PostgresSaver.setup() is not safe to run from two processes at once on a fresh
+            # database (both insert the same migration version): serialise it.
+            conn.execute(f"SELECT pg_advisory_lock({PG_FENCE_LOCK})")
+            try:
+                saver.setup()
+                install_pg_fence(conn)
+            finally:
+                conn.execute(f"SELECT pg_advisory_unlock({PG_FENCE_LOCK})")
+    except Exception as exc:
+        pool.close()
+        raise RecallError(
+            f"cannot prepare LangGraph's checkpoint tables on PostgreSQL: {exc}", code="database"
+        ) from exc
+    _OWNED[saver] = pool.close
+    return saver

@@ -1,0 +1,123 @@
+"""A turn submitted twice runs once: ``configurable["turn_id"]``.
+
+A client that may resubmit a turn (a retry after a timeout, a double click, a queue delivering
+twice, a worker restarted mid-turn) passes the same ``turn_id`` each time. Derive it from
+something the client already keeps stable across retries: the id of the user's message as the
+client created it (``HumanMessage(id=...)``, a UUID made once when the user pressed send), the
+id of the queue message that carried the request, or a hash of (conversation id, the client's
+sequence number). Never use a timestamp or a fresh ``uuid4()`` per attempt: each retry would be
+a new turn. Using the same value as the message id also makes ``add_messages`` replace rather
+than append if a duplicate ever reached the state.
+
+At run start, after the lease is taken (so two submitters are serialised), a run with new input
+and a ``turn_id`` this agent has already seen does not start: ``get_tuple`` raises
+``RecallError(code="duplicate_turn")`` whose ``details`` say where that turn ran
+(``thread_id``), its newest checkpoint (``checkpoint_id``) and whether that is still the head of
+its thread (``at_head``). ``RecallCheckpointer.invoke`` / ``ainvoke`` catch it and return the
+turn's stored result, or resume the turn with ``invoke(None)`` if it never finished (crashed,
+failed, or waiting at an interrupt), which re-runs no finished step. A resume
+(``Command(resume=...)`` or ``None`` input) with the same ``turn_id`` is the same turn
+continuing, not a resubmission, and passes.
+
+Where a turn ran is kept per agent as a store item (namespace ``("recall", <agent>,
+"submitted_turns")``), so a resubmission on another thread of the same agent is caught too; the
+turn's checkpoints themselves are found by ``turn_id``, which LangGraph's savers copy from the
+config into every checkpoint's metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
+
+from .._errors import RecallError
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from ..store import RecallStore
+
+TURN_KEY = "turn_id"
+
+
+def turn_id_of(config: Any) -> str | None:
+    value = ((config or {}).get("configurable") or {}).get(TURN_KEY)
+    return None if value in (None, "") else str(value)
+
+
+def is_new_input(value: Any) -> bool:
+    """A run's input starts a new turn unless it is ``None`` or a ``Command`` (a continuation)."""
+    return value is not None and not isinstance(value, Command)
+
+
+def _namespace(agent_id: str) -> tuple[str, ...]:
+    # Store namespace labels may not contain "."; such agent ids are keyed by a digest.
+    label = (
+        agent_id
+        if agent_id and "." not in agent_id and "\x00" not in agent_id
+        else ("h-" + hashlib.sha256(agent_id.encode()).hexdigest()[:24])
+    )
+    return ("recall", label, "submitted_turns")
+
+
+def claim_turn(
+    store: RecallStore,
+    saver: BaseCheckpointSaver,
+    *,
+    agent_id: str,
+    thread_id: str,
+    turn_id: str,
+) -> RecallError | None:
+    """The ``duplicate_turn`` error if this turn already ran, else remember it and return None.
+
+    Called with the agent's lease held, so no other process claims the same turn meanwhile.
+    """
+    ns = _namespace(agent_id)
+    item = store.get(ns, turn_id)
+    if item is not None:
+        ran_on = str(item.value.get("thread_id") or thread_id)
+        base: RunnableConfig = {"configurable": {"thread_id": ran_on, "checkpoint_ns": ""}}
+        newest = next(iter(saver.list(base, filter={TURN_KEY: turn_id}, limit=1)), None)
+        if newest is not None:
+            head = saver.get_tuple(base)
+            newest_id = newest.config["configurable"]["checkpoint_id"]
+            at_head = head is not None and head.config["configurable"]["checkpoint_id"] == newest_id
+            return RecallError(
+                f"turn {turn_id!r} already ran for agent {agent_id!r} (thread {ran_on!r}); "
+                "nothing ran again. RecallCheckpointer.invoke(graph, input, config) returns its "
+                "stored result, or resumes it if it never finished.",
+                code="duplicate_turn",
+                agent_id=agent_id,
+                turn_id=turn_id,
+                thread_id=ran_on,
+                checkpoint_id=newest_id,
+                at_head=at_head,
+            )
+        # Remembered, but no checkpoint of it was ever written (killed before its first write):
+        # nothing of it survives, so it runs now, as a first attempt would.
+    store.put(ns, turn_id, {"thread_id": thread_id}, index=False)
+    return None
+
+
+def replay_config(config: Any, details: dict[str, Any], *, at_checkpoint: bool) -> RunnableConfig:
+    """The config that reads (or resumes) the turn a ``duplicate_turn`` error points at."""
+    conf = dict((config or {}).get("configurable") or {})
+    conf["thread_id"] = details["thread_id"]
+    conf.pop("checkpoint_id", None)
+    if at_checkpoint:
+        conf["checkpoint_id"] = details["checkpoint_id"]
+        conf["checkpoint_ns"] = ""
+    out: RunnableConfig = {**(config or {}), "configurable": conf}
+    return out
+
+
+def unfinished(snapshot: Any) -> bool:
+    """Whether a thread's head still has work: next nodes, or task results without a successor.
+
+    ``next == ()`` alone is not "finished": after a crash the head can hold finished tasks'
+    writes with no next checkpoint yet; ``invoke(None)`` then completes the step.
+    """
+    return bool(snapshot.next) or bool(snapshot.tasks)
