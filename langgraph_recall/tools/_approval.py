@@ -1,0 +1,230 @@
+"""The approval protocol: ask a person, record the answer signed, bind it to exact arguments.
+
+The node interrupts with ``{"type": "approval_request", "action_id", "tool", "args",
+"digest", "description"}``. A resume may carry ``{"type": "approve"}`` (optionally with the
+``"digest"`` and ``"action_id"`` the person saw), ``{"type": "edit", "args": {...}}``,
+``{"type": "reject", "message": "..."}``, or HumanInTheLoopMiddleware's ``{"decisions":
+[...]}`` with one decision. Anything else is an invalid resume: nothing is saved and the
+question can be answered again.
+
+Rules that keep a "yes" bound to what the person saw:
+
+- The request is recorded once, with the arguments and digest shown. A bare approve is an
+  approval of *that* digest; an edit is an approval of the edited arguments' digest.
+- An approve or edit is recorded only as the answer to a pending request. LangGraph replays
+  earlier resume values whenever a task re-runs (a crash, a sibling's interrupt); a replayed
+  "yes" must not mint a second approval. A "no" is always recorded: it can only stop things.
+- Every gated call calls ``interrupt()`` exactly once per run of its task, even when it
+  already ran, so answers keep lining up with questions (see ``_order``).
+- Spending the approval happens in the same transaction as the claim, against the digest of
+  the arguments about to run (``_durable.begin``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Literal, Union, cast
+
+from langchain_core.messages import ToolMessage
+from langgraph.errors import GraphInterrupt
+from langgraph.types import interrupt
+from typing_extensions import NotRequired, Required, TypedDict
+
+from .._render import call_text
+from ..store import Approval, RecallStore
+from ._canonical import args_digest, canonical_args
+from ._drive import Io, Step, WaitTurn
+from ._order import turns_for
+from ._outcome import refused_message
+
+
+class _Approve(TypedDict, total=False):
+    type: Required[Literal["approve"]]
+    digest: str
+    action_id: str
+
+
+class _Edit(TypedDict, total=False):
+    type: Required[Literal["edit"]]
+    args: Required[dict[str, Any]]
+    digest: str
+    action_id: str
+
+
+class _EditedAction(TypedDict):
+    name: str
+    args: dict[str, Any]
+
+
+class _HitlEdit(TypedDict, total=False):
+    type: Required[Literal["edit"]]
+    edited_action: Required[_EditedAction]
+
+
+class _Reject(TypedDict, total=False):
+    type: Required[Literal["reject", "respond"]]
+    message: str
+    action_id: str
+
+
+class _Decisions(TypedDict):
+    decisions: list[Union[_Approve, _Edit, _HitlEdit, _Reject]]  # noqa: UP007
+
+
+ApprovalAnswer = Union[_Approve, _Edit, _HitlEdit, _Reject, _Decisions]  # noqa: UP007
+"""What a resume may carry for an approval request (also sent to clients as JSON schema)."""
+
+
+class ApprovalRequest(TypedDict):
+    """The value a gated call interrupts with."""
+
+    type: Literal["approval_request"]
+    action_id: str
+    tool: str
+    args: dict[str, Any]
+    digest: str
+    description: str
+    allowed: NotRequired[list[str]]
+
+
+@dataclass(frozen=True)
+class Answer:
+    kind: Literal["approve", "edit", "reject"]
+    args: dict[str, Any] | None = None
+    digest: str | None = None
+    action_id: str | None = None
+    message: str | None = None
+    tool: str | None = None
+
+
+def parse_answer(raw: Any) -> Answer:
+    """One decision from any accepted resume form (already validated by the schema)."""
+    if isinstance(raw, dict) and "decisions" in raw:
+        decisions = raw["decisions"]
+        if len(decisions) != 1:
+            # The schema cannot say "exactly one"; fewer or more is a mis-addressed answer.
+            return Answer("reject", message=f"expected one decision, got {len(decisions)}")
+        raw = decisions[0]
+    kind = raw["type"]
+    if kind == "approve":
+        return Answer("approve", digest=raw.get("digest"), action_id=raw.get("action_id"))
+    if kind == "edit":
+        if "edited_action" in raw:
+            edited = raw["edited_action"]
+            return Answer("edit", args=dict(edited["args"]), tool=edited["name"])
+        return Answer(
+            "edit", args=dict(raw["args"]), digest=raw.get("digest"), action_id=raw.get("action_id")
+        )
+    return Answer("reject", message=raw.get("message"), action_id=raw.get("action_id"))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the approval step decided: the arguments that may run, and the decision behind it."""
+
+    args: dict[str, Any]
+    digest: str
+    edited: bool
+    decision: Approval
+
+
+def approval_step(
+    store: RecallStore,
+    *,
+    agent_id: str,
+    action_id: str,
+    call: dict[str, Any],
+    config: Any,
+    args: dict[str, Any],
+    digest: str,
+    schema: Any,
+    injected: frozenset[str],
+) -> Generator[Step, Any, Verdict | ToolMessage]:
+    """Ask (or re-read) the decision for one gated call; may raise ``GraphInterrupt``."""
+    name = call["name"]
+    latest: Approval | None = yield Io(store.latest_decision, (action_id,))
+    if latest is None:
+        latest = yield Io(
+            store.record_decision,
+            (agent_id, action_id, "requested"),
+            {"args": args, "args_digest": digest, "message": describe(name, args)},
+        )
+    assert latest is not None
+    needs_answer = latest.decision == "requested"
+    request: ApprovalRequest = {
+        "type": "approval_request",
+        "action_id": action_id,
+        "tool": name,
+        "args": args,
+        "digest": digest,
+        "description": describe(name, args),
+        "allowed": ["approve", "edit", "reject"],
+    }
+    turns = turns_for(config)
+    if turns is not None:
+        yield WaitTurn(turns, call["id"])
+    try:
+        try:
+            raw = interrupt(request, response_schema=cast(type, ApprovalAnswer))
+        except GraphInterrupt:
+            if needs_answer:
+                raise
+            # Decided already (ran, or a decision came from another channel): no question.
+            raw = None
+    finally:
+        if turns is not None:
+            turns.release(call["id"])
+
+    answer = parse_answer(raw) if raw is not None else None
+    if answer is not None:
+        if answer.action_id is not None and answer.action_id != action_id:
+            return refused_message(
+                call,
+                action_id,
+                "approval_mismatch",
+                f"the decision was given for action {answer.action_id}, not this one "
+                f"({action_id}). Ask for a new decision.",
+            )
+        if answer.kind == "reject":
+            if latest.decision != "reject":
+                latest = yield Io(
+                    store.record_decision,
+                    (agent_id, action_id, "reject"),
+                    {"message": answer.message},
+                )
+        elif needs_answer and answer.kind == "approve":
+            latest = yield Io(
+                store.record_decision,
+                (agent_id, action_id, "approve"),
+                {"args_digest": answer.digest or latest.args_digest},
+            )
+        elif needs_answer and answer.kind == "edit":
+            if answer.tool is not None and answer.tool != name:
+                return refused_message(
+                    call,
+                    action_id,
+                    "approval_mismatch",
+                    f"the edit names tool {answer.tool!r}; an edit may change the arguments of "
+                    f"{name}, not the tool. Ask for a new decision.",
+                )
+            edited = canonical_args(schema, answer.args or {}, injected)
+            latest = yield Io(
+                store.record_decision,
+                (agent_id, action_id, "approve"),
+                {
+                    "args": edited,
+                    "args_digest": args_digest(name, edited),
+                    "message": "edited by a person",
+                },
+            )
+    assert latest is not None
+    if latest.decision == "approve" and latest.args is not None:
+        # An edit: the edited arguments are what was approved and what runs. Their digest is
+        # recomputed here, so a stored argument changed behind the signature cannot run.
+        return Verdict(dict(latest.args), args_digest(name, latest.args), True, latest)
+    return Verdict(args, digest, False, latest)
+
+
+def describe(name: str, args: dict[str, Any]) -> str:
+    return f"{call_text(name, args, 200)} needs your approval"

@@ -1,0 +1,483 @@
+"""The one implementation of a durable tool call, used by ``DurableToolNode`` and by
+``RecallMiddleware`` (``wrap_tool_call``/``awrap_tool_call``).
+
+What happens to a call (DESIGN.md, "Behaviour on a tool call"):
+
+1. Its action key is derived from the agent, the AI message and the tool call; its canonical
+   arguments and their digest are computed.
+2. ``pure`` tools without approval just run (with the key available).
+3. The AI message that asked for the call must be saved first (``_barrier``).
+4. Gated tools get a person's decision (``_approval``).
+5. The intent is claimed (and the approval spent) in one transaction. A call that already
+   finished returns its recorded answer; a failed one its recorded error; one left open by a
+   crash is settled by the resolver, re-run with the same key when it is safe to repeat, or
+   reported to the model as unknown and left open for a person.
+6. The tool runs with the idempotency key; its end is recorded: done (with the answer),
+   failed (it raised or answered with an error), or abandoned (an ``interrupt()`` inside it
+   paused the run; the resume runs it again as a new attempt under the same key). A kill or a
+   cancellation leaves the intent open: in doubt, never silently repeated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
+
+from .._context import agent_id_of, store_of, thread_id_of
+from .._errors import ApprovalDenied, ApprovalMismatch, RecallError, UnclassifiedTool
+from ..store import Action, Claim, RecallStore
+from . import _barrier
+from ._approval import Verdict, approval_step
+from ._canonical import action_key, ai_message_id, args_digest, canonical_args
+from ._classes import ToolClass, classify, declared_approval, declared_class
+from ._drive import Execute, Io, Logic, Resolve, WaitDurable, adrive, drive
+from ._keys import CONFIG_ACTION, CONFIG_KEY, key_parameters
+from ._outcome import (
+    ActionEnd,
+    Output,
+    SettleReport,
+    error_text,
+    failed_message,
+    from_record,
+    in_doubt_message,
+    is_error,
+    refused_message,
+    rejected_message,
+    to_record,
+    with_edit_notice,
+)
+
+log = logging.getLogger("langgraph_recall")
+
+Resolver = Callable[[Action], "ActionEnd | None"]
+DEFAULT_DURABLE_TIMEOUT = 30.0
+
+
+class DurableTools:
+    """Durable execution for a set of tools: the logic behind ``DurableToolNode`` and the
+    tool hooks of ``RecallMiddleware``.
+
+    Args:
+        tools: the tools (BaseTool or functions). Every one needs a class.
+        classes: ``{"tool name": "pure" | "idempotent" | "external"}``; a tool may instead
+            carry its class (``recall_class``).
+        approve: names of tools that need a person's approval before each call.
+        resolver: ``resolver(action) -> ActionEnd | None`` settles external calls left in doubt
+            (sync or async).
+        undo: ``{"tool name": fn}``; ``store.undo(agent_id)`` calls ``fn(**original_args)``.
+        messages_key: where the state keeps its messages.
+        durable_timeout: seconds to wait for the AI message's checkpoint before refusing.
+
+    Raises:
+        UnclassifiedTool: naming every tool without a class.
+        RecallError: ``invalid_value`` for an unknown class or a name that is not a tool.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool | Callable[..., Any]] = (),
+        *,
+        classes: Mapping[str, str] | None = None,
+        approve: Iterable[str] = (),
+        resolver: Resolver | None = None,
+        undo: Mapping[str, Callable[..., Any]] | None = None,
+        messages_key: str = "messages",
+        durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
+    ) -> None:
+        self._given_classes = dict(classes or {})
+        self._given_approve = tuple([approve] if isinstance(approve, str) else approve)
+        self._classes: dict[str, ToolClass] = {}
+        self._gated: frozenset[str] = frozenset()
+        self._tools: dict[str, Any] = {}
+        self.resolver = resolver
+        self.undo: dict[str, Callable[..., Any]] = dict(undo or {})
+        self.messages_key = messages_key
+        self.durable_timeout = durable_timeout
+        self._schemas: dict[int, tuple[Any, frozenset[str]]] = {}
+        if tools:
+            self.check_tools(tools)
+        else:
+            # Tools not known yet (a middleware before create_agent builds its node): check the
+            # given classes now, and refuse unclassified tools when they are called.
+            from ._classes import _check_class
+
+            for name, klass in self._given_classes.items():
+                _check_class(f"tool {name!r}", klass)
+            self._classes = dict(self._given_classes)  # type: ignore[arg-type]
+            self._gated = frozenset(self._given_approve)
+
+    # --- configuration ------------------------------------------------------------------
+
+    def check_tools(self, tools: Sequence[BaseTool | Callable[..., Any]]) -> None:
+        """Classify ``tools`` (raising ``UnclassifiedTool`` naming every one without a class)."""
+        named: dict[str, Any] = dict(self._tools)
+        for t in tools:
+            named[_tool_name(t)] = t
+        self._classes, self._gated = classify(named, self._given_classes, self._given_approve)
+        unknown = sorted(set(self.undo) - set(named))
+        if unknown:
+            raise RecallError(
+                f"undo= names tools that are not given: {', '.join(unknown)}", code="invalid_value"
+            )
+        self._tools = named
+
+    def tool_class(self, name: str) -> ToolClass | None:
+        """The class of a tool by name (None when unknown)."""
+        return self._classes.get(name)
+
+    def needs_approval(self, name: str) -> bool:
+        return name in self._gated
+
+    def register_undo(self, store: RecallStore) -> None:
+        """Make this node's undo functions known to ``store.undo`` (done on every call too)."""
+        for name, fn in self.undo.items():
+            store._undo_registry.setdefault(name, fn)
+
+    # --- the wrapper interface (ToolNode's wrap_tool_call / AgentMiddleware's) ----------
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Output:
+        """Run one tool call durably (sync). ``handler(request)`` runs the tool."""
+        return drive(self._call(request, handler))
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Output:
+        """Run one tool call durably (async). ``await handler(request)`` runs the tool."""
+        return await adrive(self._call(request, handler))
+
+    def settle(self, store: RecallStore, agent_id: str) -> SettleReport:
+        """Settle the agent's calls left open by a crash, before the model sees anything.
+
+        Open external calls are offered to the resolver; what it confirms is closed (done or
+        not done). Returns what was closed and what is still open (for the briefing and a
+        person). Idempotent and pure calls stay open until the call is replayed, which re-runs
+        them with the same key.
+        """
+        return drive(self._settle(store, agent_id))
+
+    async def asettle(self, store: RecallStore, agent_id: str) -> SettleReport:
+        """Async twin of ``settle``."""
+        return await adrive(self._settle(store, agent_id))
+
+    # --- the logic, written once ---------------------------------------------------------
+
+    def _class_of(self, name: str, tool: Any) -> ToolClass:
+        klass = self._classes.get(name)
+        if klass is None and tool is not None:
+            found = declared_class(tool)
+            if found in ("pure", "idempotent", "external"):
+                klass = found  # type: ignore[assignment]
+                self._classes[name] = klass  # type: ignore[assignment]
+                if declared_approval(tool):
+                    self._gated = self._gated | {name}
+        if klass is None:
+            raise UnclassifiedTool(
+                f"tool {name!r} has no class, so it was not run; give it one "
+                f'(classes={{"{name}": "external"}}, or "pure"/"idempotent")',
+                tools=[name],
+            )
+        return klass
+
+    def _schema(self, tool: Any) -> tuple[Any, frozenset[str]]:
+        cached = self._schemas.get(id(tool))
+        if cached is None or tool is None:
+            if tool is None:
+                return None, frozenset()
+            try:
+                schema = tool.tool_call_schema
+            except Exception:  # pragma: no cover - a tool without a usable schema
+                schema = None
+            cached = (schema, frozenset(key_parameters(tool)))
+            self._schemas[id(tool)] = cached
+        return cached
+
+    def _call(self, request: Any, handler: Callable[[Any], Any]) -> Logic[Output]:
+        call = request.tool_call
+        name = call["name"]
+        tool = request.tool
+        klass = self._class_of(name, tool)
+        gated = name in self._gated
+        runtime = request.runtime
+        config = getattr(runtime, "config", None) or {}
+        agent_id = agent_id_of(config)
+        ai_id = ai_message_id(request.state, call["id"], self.messages_key)
+        action_id = action_key(agent_id, ai_id, call["id"], name)
+        if klass == "pure" and not gated:
+            return (yield Execute(handler, _keyed(request, action_id), action_id))
+
+        store = store_of(config, runtime)
+        self.register_undo(store)
+        schema, injected = self._schema(tool)
+        args = canonical_args(schema, call.get("args") or {}, injected)
+        digest = args_digest(name, args)
+
+        target = _barrier.target_of(config, runtime, name)  # raises under durability="exit"
+        if target is not None:
+            saved = yield WaitDurable(target, self.durable_timeout)
+            if not saved:
+                return refused_message(
+                    call,
+                    action_id,
+                    "durability",
+                    f"the checkpoint holding the AI message that asked for it was not saved "
+                    f"within {self.durable_timeout:.0f}s (is the checkpointer's database "
+                    "reachable?). Nothing ran; try again.",
+                )
+
+        verdict: Verdict | None = None
+        if gated:
+            found = yield from approval_step(
+                store,
+                agent_id=agent_id,
+                action_id=action_id,
+                call=call,
+                config=config,
+                args=args,
+                digest=digest,
+                schema=schema,
+                injected=injected,
+            )
+            if isinstance(found, ToolMessage):
+                return found
+            verdict = found
+            args, digest = verdict.args, verdict.digest
+
+        thread_id = thread_id_of(config)
+        for _ in range(2):  # a second round only after a resolver said "not done"
+            try:
+                claimed = yield Io(
+                    begin,
+                    (store,),
+                    {
+                        "agent_id": agent_id,
+                        "action_id": action_id,
+                        "tool": name,
+                        "klass": klass,
+                        "args": args,
+                        "digest": digest,
+                        "thread_id": thread_id,
+                        "gated": gated,
+                    },
+                )
+            except Exception as exc:  # the database: nothing may run without an intent
+                log.warning("could not record the intent of %s: %s", name, exc)
+                return refused_message(
+                    call,
+                    action_id,
+                    "database",
+                    f"its intent could not be recorded ({type(exc).__name__}: {exc}), so "
+                    "nothing ran. Try again later.",
+                )
+            if isinstance(claimed, ApprovalDenied):
+                message = verdict.decision.message if verdict is not None else None
+                return rejected_message(call, action_id, message)
+            if isinstance(claimed, RecallError):
+                return refused_message(call, action_id, claimed.code, str(claimed))
+            claim: Claim = claimed
+            if claim.status == "done":
+                return (yield Io(from_record, (store, claim.action, call)))
+            if claim.status == "failed":
+                return failed_message(claim.action, call)
+            if claim.status == "claimed":
+                return (
+                    yield from self._run(
+                        store, request, handler, claim.action, args, verdict, agent_id
+                    )
+                )
+            # In doubt: an earlier attempt started and never reported back.
+            action = claim.action
+            if klass != "external" and action.args_digest == digest:
+                # Safe to repeat: run it again, same attempt, same key.
+                return (
+                    yield from self._run(store, request, handler, action, args, verdict, agent_id)
+                )
+            if klass != "external" or self.resolver is None:
+                return in_doubt_message(action, call)
+            end = yield Resolve(self.resolver, action)
+            if end is None:
+                return in_doubt_message(action, call)
+            yield Io(_record_resolution, (store, action, end))
+            if end.outcome == "done":
+                settled = yield Io(store.action, (action_id,))
+                return (yield Io(from_record, (store, settled, call)))
+            # "not_done": claim again (a new attempt under the same key)
+        return in_doubt_message(action, call)
+
+    def _run(
+        self,
+        store: RecallStore,
+        request: Any,
+        handler: Callable[[Any], Any],
+        action: Action,
+        args: dict[str, Any],
+        verdict: Verdict | None,
+        agent_id: str,
+    ) -> Logic[Output]:
+        call = request.tool_call
+        edited = verdict is not None and verdict.edited
+        req = _keyed(request, action.action_id, args if edited else None)
+        try:
+            out = yield Execute(handler, req, action.action_id)
+        except GraphBubbleUp:
+            # interrupt() inside the tool: LangGraph re-runs the tool on resume. End this
+            # attempt so the re-run is a new attempt of the same action, under the same key.
+            yield Io(_abandon, (store, agent_id, action, verdict is not None))
+            raise
+        except Exception as exc:
+            try:
+                yield Io(
+                    store.end,
+                    (action.action_id, action.attempt, "failed"),
+                    {"error": f"{type(exc).__name__}: {exc}"},
+                )
+            except Exception as db_exc:  # keep the tool's own error; the intent stays open
+                log.warning("could not record the failure of %s: %s", call["name"], db_exc)
+            raise
+        if edited:
+            out = with_edit_notice(out, call["name"], args)
+        try:
+            yield Io(_finish, (store, agent_id, action, out))
+        except Exception as exc:
+            # The effect happened; the model gets its answer. The record stays open (in doubt)
+            # for a person or the resolver, which is the truth as far as the records know.
+            log.warning(
+                "%s ran but its end could not be recorded (%s); action %s stays open",
+                call["name"],
+                exc,
+                action.action_id,
+            )
+        return out
+
+    def _settle(self, store: RecallStore, agent_id: str) -> Logic[SettleReport]:
+        self.register_undo(store)
+        report = SettleReport()
+        open_actions: list[Action] = yield Io(store.actions, (agent_id,), {"open_only": True})
+        for action in open_actions:
+            klass = self._classes.get(action.tool) or action.klass
+            if klass != "external" or self.resolver is None:
+                report.open.append(action)
+                continue
+            end = yield Resolve(self.resolver, action)
+            if end is None:
+                report.open.append(action)
+                continue
+            yield Io(_record_resolution, (store, action, end))
+            report.closed.append((yield Io(store.action, (action.action_id,))))
+        return report
+
+
+# --- store steps (each runs as one blocking call: inline, or in a worker thread) -------------
+
+
+def begin(
+    store: RecallStore,
+    *,
+    agent_id: str,
+    action_id: str,
+    tool: str,
+    klass: str,
+    args: dict[str, Any],
+    digest: str,
+    thread_id: str | None,
+    gated: bool,
+) -> Claim | RecallError:
+    """Claim the call and, for a gated one, spend its approval, in ONE transaction.
+
+    Separately, a crash between the two would leave either an approval spent on nothing
+    (the call could never run) or an intent without a spent approval. Returns the claim, or
+    the refusal (the transaction rolled back) for the caller to report.
+    """
+    try:
+        with store._db.tx(write=True):
+            claim = store.claim(
+                agent_id,
+                action_id,
+                tool=tool,
+                args=args,
+                args_digest=digest,
+                klass=klass,
+                idempotency_key=action_id,
+                thread_id=thread_id,
+            )
+            if claim.claimed and gated:
+                store.spend_approval(agent_id, action_id, digest, claim.action.attempt)
+            return claim
+    except (ApprovalDenied, ApprovalMismatch) as refusal:
+        return refusal
+    except RecallError as refusal:
+        if refusal.code in ("approval_required",):
+            return refusal
+        raise
+
+
+def _finish(store: RecallStore, agent_id: str, action: Action, out: Output) -> None:
+    with store._db.tx(write=True):
+        if is_error(out):
+            store.end(action.action_id, action.attempt, "failed", error=error_text(out))
+        else:
+            store.end(
+                action.action_id, action.attempt, "done", result=to_record(store, agent_id, out)
+            )
+
+
+def _abandon(store: RecallStore, agent_id: str, action: Action, gated: bool) -> None:
+    with store._db.tx(write=True):
+        ended = store.end(
+            action.action_id,
+            action.attempt,
+            "abandoned",
+            note="paused by an interrupt() inside the tool; the resume runs it again under the same key",
+        )
+        if not (ended and gated):
+            return
+        # The approval was spent on this attempt, which the tool itself paused. Its resume is
+        # the same execution, so it gets the same approval again, signed, for the same digest
+        # (a later "no" recorded before the resume still wins: it is then the latest).
+        latest = store.latest_decision(action.action_id)
+        if latest is not None and latest.decision == "approve":
+            store.record_decision(
+                agent_id,
+                action.action_id,
+                "approve",
+                args=latest.args,
+                args_digest=latest.args_digest,
+                message=f"carried over to the resume of attempt {action.attempt}",
+            )
+
+
+def _record_resolution(store: RecallStore, action: Action, end: ActionEnd) -> bool:
+    return store.end(
+        action.action_id,
+        action.attempt,
+        end.outcome,
+        result=end.result,
+        note=end.resolution,
+        resolved_by="resolver",
+    )
+
+
+def _keyed(request: Any, action_id: str, args: dict[str, Any] | None = None) -> Any:
+    """The request with the key in its runtime config (and edited arguments, if any)."""
+    runtime = request.runtime
+    if runtime is not None and dataclasses.is_dataclass(runtime):
+        config = dict(getattr(runtime, "config", None) or {})
+        config["configurable"] = {
+            **(config.get("configurable") or {}),
+            CONFIG_KEY: action_id,
+            CONFIG_ACTION: action_id,
+        }
+        runtime = dataclasses.replace(runtime, config=config)  # type: ignore[type-var]
+        request = dataclasses.replace(request, runtime=runtime)
+    if args is not None:
+        request = request.override(tool_call={**request.tool_call, "args": dict(args)})
+    return request
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, BaseTool):
+        return tool.name
+    return str(getattr(tool, "name", None) or getattr(tool, "__name__", repr(tool)))

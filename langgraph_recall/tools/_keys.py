@@ -1,0 +1,96 @@
+"""The idempotency key, and the three ways it reaches a tool.
+
+The key of a call is its action key: the same on every retry, resume and re-run after a crash
+or an ``interrupt()``. A tool gets it
+
+1. as a hidden parameter the model never sees and cannot forge: a parameter annotated
+   ``IdempotencyKey`` (``key: IdempotencyKey`` or ``Annotated[str, IdempotencyKey]``), or a
+   parameter named ``idempotency_key`` annotated ``Annotated[str, InjectedToolArg]``;
+2. from ``current_idempotency_key()`` anywhere below the tool (a context variable);
+3. from ``runtime.config["configurable"]["recall_idempotency_key"]`` for tools that take a
+   ``ToolRuntime``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, get_args, get_origin, get_type_hints
+
+from langchain_core.tools import BaseTool, InjectedToolArg
+from langchain_core.tools.base import _DirectlyInjectedToolArg
+
+CONFIG_KEY = "recall_idempotency_key"
+CONFIG_ACTION = "recall_action_id"
+KEY_PARAM = "idempotency_key"
+
+_current: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "recall_idempotency_key", default=None
+)
+
+
+class IdempotencyKey(str, InjectedToolArg, _DirectlyInjectedToolArg):
+    """The call's idempotency key, injected by the durable tool node; hidden from the model.
+
+    Annotate a tool parameter with it (``key: IdempotencyKey`` or
+    ``Annotated[str, IdempotencyKey]``) and pass the value on to the API that performs the side
+    effect (an ``Idempotency-Key`` header, a client token). It is identical on every retry and
+    resume of the same call, and a value the model puts in its arguments is discarded.
+    """
+
+    __slots__ = ()
+
+
+def current_idempotency_key() -> str | None:
+    """The idempotency key of the durable tool call running now (None outside one)."""
+    return _current.get()
+
+
+@contextmanager
+def key_scope(key: str | None) -> Iterator[None]:
+    token = _current.set(key)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def _is_key_annotation(name: str, hint: Any) -> bool:
+    if isinstance(hint, type) and issubclass(hint, IdempotencyKey):
+        return True
+    if get_origin(hint) is None:
+        return False
+    for meta in get_args(hint)[1:]:
+        if meta is IdempotencyKey or isinstance(meta, IdempotencyKey):
+            return True
+        if name == KEY_PARAM and (
+            meta is InjectedToolArg or type(meta) is InjectedToolArg  # the plain marker only
+        ):
+            return True
+    return False
+
+
+def key_parameters(tool: BaseTool) -> tuple[str, ...]:
+    """Names of the tool's parameters that receive the idempotency key."""
+    hints: dict[str, Any] = {}
+    func = getattr(tool, "func", None) or getattr(tool, "coroutine", None)
+    if func is not None:
+        try:
+            hints.update(get_type_hints(func, include_extras=True))
+        except Exception:  # unresolvable forward references: fall back to the schema
+            pass
+    schema = tool.args_schema if isinstance(tool.args_schema, type) else None
+    if schema is not None:
+        for name, field in getattr(schema, "model_fields", {}).items():
+            hint = field.annotation
+            if field.metadata:
+                hint = _annotated(hint, field.metadata)
+            hints.setdefault(name, hint)
+    return tuple(sorted(n for n, h in hints.items() if n != "return" and _is_key_annotation(n, h)))
+
+
+def _annotated(hint: Any, metadata: list[Any]) -> Any:
+    from typing import Annotated
+
+    return Annotated[(hint, *metadata)]  # type: ignore[valid-type]

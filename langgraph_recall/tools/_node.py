@@ -1,0 +1,169 @@
+"""``DurableToolNode``: LangGraph's ``ToolNode`` with side effects at most once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import ToolCall
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import (
+    AsyncToolCallWrapper,
+    ToolCallRequest,
+    ToolCallWrapper,
+    ToolRuntime,
+)
+from langgraph.runtime import Runtime
+
+from .._context import configurable
+from .._errors import RecallError
+from ..store import RecallStore
+from ._durable import DEFAULT_DURABLE_TIMEOUT, DurableTools, Resolver
+from ._keys import CONFIG_KEY, IdempotencyKey, current_idempotency_key, key_parameters
+from ._order import open_turns
+from ._outcome import Output, SettleReport
+
+
+class DurableToolNode(ToolNode):
+    """A drop-in ``ToolNode`` whose side-effecting calls run at most once.
+
+    Same constructor as ``ToolNode`` plus:
+
+    Args:
+        classes: ``{"tool": "pure" | "idempotent" | "external"}`` (or put the class on the
+            tool with ``recall_class``). A tool without a class is refused here.
+        approve: tools that need a person's approval of the exact arguments before each call
+            (see the approval protocol in the README).
+        resolver: ``resolver(action) -> ActionEnd | None``, asked about external calls a crash
+            left in doubt.
+        undo: ``{"tool": fn}`` for ``store.undo(agent_id)``.
+
+    Compile the graph with ``store=RecallStore.open(...)`` and a checkpointer
+    (``store.checkpointer()``). Your ``wrap_tool_call``/``awrap_tool_call`` keep working; they
+    run inside the durable wrapper, so a retrying wrapper retries under the same key.
+
+    Tools receive the call's idempotency key through a parameter annotated ``IdempotencyKey``
+    (or ``idempotency_key: Annotated[str, InjectedToolArg]``), hidden from the model.
+
+    Raises:
+        UnclassifiedTool: naming every tool without a class.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool | Callable[..., Any]],
+        *,
+        classes: Mapping[str, str] | None = None,
+        approve: Iterable[str] = (),
+        resolver: Resolver | None = None,
+        undo: Mapping[str, Callable[..., Any]] | None = None,
+        durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
+        wrap_tool_call: ToolCallWrapper | None = None,
+        awrap_tool_call: AsyncToolCallWrapper | None = None,
+        messages_key: str = "messages",
+        **kwargs: Any,
+    ) -> None:
+        durable = DurableTools(
+            tools,
+            classes=classes,
+            approve=approve,
+            resolver=resolver,
+            undo=undo,
+            messages_key=messages_key,
+            durable_timeout=durable_timeout,
+        )
+        sync_wrap, async_wrap = _compose(durable, wrap_tool_call, awrap_tool_call)
+        super().__init__(
+            tools,
+            wrap_tool_call=sync_wrap,
+            awrap_tool_call=async_wrap,
+            messages_key=messages_key,
+            **kwargs,
+        )
+        self.durable = durable
+        self._key_params: dict[str, tuple[str, ...]] = {
+            name: params for name, t in self.tools_by_name.items() if (params := key_parameters(t))
+        }
+
+    # --- what ToolNode calls ------------------------------------------------------------
+
+    def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
+        with open_turns(config, self._gated_call_ids(input)):
+            return super()._func(input, config, runtime)
+
+    async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
+        with open_turns(config, self._gated_call_ids(input)):
+            return await super()._afunc(input, config, runtime)
+
+    def _gated_call_ids(self, input: Any) -> list[str]:
+        try:
+            calls, _ = self._parse_input(input)
+        except ValueError:
+            return []
+        return [
+            str(c["id"]) for c in calls if self.durable.needs_approval(c["name"]) and c.get("id")
+        ]
+
+    def _inject_tool_args(
+        self, tool_call: ToolCall, tool_runtime: ToolRuntime, tool: BaseTool | None = None
+    ) -> ToolCall:
+        # ToolNode strips every InjectedToolArg the model sent (so a forged key is dropped),
+        # then fills the ones it knows; the idempotency key is ours to fill.
+        injected = super()._inject_tool_args(tool_call, tool_runtime, tool)
+        params = self._key_params.get(tool_call["name"])
+        if params is None and tool is not None and tool_call["name"] not in self.tools_by_name:
+            params = key_parameters(tool)
+        if not params:
+            return injected
+        key = configurable(tool_runtime.config).get(CONFIG_KEY) or current_idempotency_key()
+        if not key:
+            raise RecallError(
+                f"{tool_call['name']} takes an idempotency key but the call did not go through "
+                "the durable wrapper (a wrap_tool_call that replaced the runtime?); nothing ran",
+                code="invalid_value",
+            )
+        return {
+            **injected,
+            "args": {**injected["args"], **{p: IdempotencyKey(key) for p in params}},
+        }
+
+    # --- settling -------------------------------------------------------------------------
+
+    def settle(self, store: RecallStore, agent_id: str) -> SettleReport:
+        """See ``DurableTools.settle``: close what the resolver can confirm, report the rest."""
+        return self.durable.settle(store, agent_id)
+
+    async def asettle(self, store: RecallStore, agent_id: str) -> SettleReport:
+        return await self.durable.asettle(store, agent_id)
+
+
+def _compose(
+    durable: DurableTools,
+    user_sync: ToolCallWrapper | None,
+    user_async: AsyncToolCallWrapper | None,
+) -> tuple[ToolCallWrapper, AsyncToolCallWrapper | None]:
+    """Our wrapper outermost, the user's inside it (as create_agent chains middleware)."""
+
+    def sync_wrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Output:
+        if user_sync is None:
+            return durable.wrap_tool_call(request, execute)
+        return durable.wrap_tool_call(request, lambda req: user_sync(req, execute))
+
+    async def async_wrap(
+        request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
+    ) -> Output:
+        if user_async is None:
+            return await durable.awrap_tool_call(request, execute)
+
+        async def inner(req: ToolCallRequest) -> Any:
+            return await user_async(req, execute)
+
+        return await durable.awrap_tool_call(request, inner)
+
+    # A user who gave only a sync wrapper gets ToolNode's own fallback: the sync chain, also
+    # under ainvoke (as a plain ToolNode would run their wrapper).
+    if user_sync is not None and user_async is None:
+        return sync_wrap, None
+    return sync_wrap, async_wrap

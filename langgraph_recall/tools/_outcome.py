@@ -1,0 +1,161 @@
+"""How a tool call ends up in the records, and what the model is told.
+
+A done call is recorded as the ToolMessage (or Command) it produced, so that a repeat returns
+exactly that. Text longer than ``store.output_threshold`` is stored whole as an output and the
+record keeps a reference; the model still gets the full text, then and on every repeat.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
+
+from .._render import call_text
+from ..store import Action, RecallStore
+
+OUTPUT_REF = "recall_output_ref"
+
+
+@dataclass(frozen=True)
+class ActionEnd:
+    """What a resolver found out about a call left in doubt.
+
+    ``ActionEnd("done", result=..., resolution="found charge ch_123")``: it happened; the
+    model gets ``result`` as the tool's answer. ``ActionEnd("not_done")``: it did not happen;
+    the call may run again under the same idempotency key. Return ``None`` from the resolver
+    when you cannot tell: the call stays open for a person.
+    """
+
+    outcome: Literal["done", "not_done"]
+    result: Any = None
+    resolution: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome not in ("done", "not_done"):
+            from .._errors import RecallError
+
+            raise RecallError(
+                f"ActionEnd outcome must be 'done' or 'not_done', got {self.outcome!r}",
+                code="invalid_value",
+            )
+
+
+@dataclass(frozen=True)
+class SettleReport:
+    """What ``settle`` did: actions it closed, and actions still open for a person."""
+
+    closed: list[Action] = field(default_factory=list)
+    open: list[Action] = field(default_factory=list)
+
+
+Output = Any  # ToolMessage | Command | list[ToolMessage | Command]
+
+
+def is_error(out: Output) -> bool:
+    return isinstance(out, ToolMessage) and out.status == "error"
+
+
+def error_text(out: Output) -> str:
+    content = out.content if isinstance(out, ToolMessage) else out
+    return content if isinstance(content, str) else str(content)
+
+
+def to_record(store: RecallStore, agent_id: str, out: Output) -> Output:
+    """The form of ``out`` kept in the action's record (large text moved to an output)."""
+    if isinstance(out, ToolMessage) and isinstance(out.content, str):
+        if len(out.content) > store.output_threshold:
+            ref = store.put_output(agent_id, out.content)
+            return out.model_copy(
+                update={
+                    "content": f"[output {ref}: {len(out.content)} characters]",
+                    "additional_kwargs": {**out.additional_kwargs, OUTPUT_REF: ref},
+                }
+            )
+    return out
+
+
+def from_record(
+    store: RecallStore, action: Action, call: dict[str, Any]
+) -> ToolMessage | Command | list[Any]:
+    """What a repeat of a finished call returns: the recorded answer, whole."""
+    result = action.result
+    if isinstance(result, ToolMessage):
+        ref = result.additional_kwargs.get(OUTPUT_REF)
+        if ref:
+            kwargs = {k: v for k, v in result.additional_kwargs.items() if k != OUTPUT_REF}
+            result = result.model_copy(
+                update={"content": store.fetch_output(ref), "additional_kwargs": kwargs}
+            )
+        return result.model_copy(update={"tool_call_id": call["id"]})
+    if isinstance(result, (Command, list)):
+        return result
+    # Settled by a resolver or a person: their result (or note) is the answer.
+    text = result if isinstance(result, str) else None
+    if text is None and result is not None:
+        text = str(result)
+    if text is None:
+        text = action.note or "done (confirmed after the fact; no result was recorded)"
+    return ToolMessage(text, tool_call_id=call["id"], name=call["name"])
+
+
+def failed_message(action: Action, call: dict[str, Any]) -> ToolMessage:
+    return ToolMessage(
+        f"This call already ran and failed: {action.error or 'no error text was recorded'}. "
+        "It was not run again.",
+        tool_call_id=call["id"],
+        name=call["name"],
+        status="error",
+    )
+
+
+def _notice(call: dict[str, Any], text: str, code: str, action_id: str) -> ToolMessage:
+    return ToolMessage(
+        text,
+        tool_call_id=call["id"],
+        name=call["name"],
+        status="error",
+        artifact={"recall": {"code": code, "action_id": action_id}},
+    )
+
+
+def in_doubt_message(action: Action, call: dict[str, Any]) -> ToolMessage:
+    started = dt.datetime.fromtimestamp(action.created_at, dt.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC"
+    )
+    return _notice(
+        call,
+        f"The outcome of {action.call_text(120)} is UNKNOWN: an attempt started at {started} "
+        "and never reported back (the process running it stopped), so it was NOT run again. "
+        "Do not assume it happened and do not call it again. This task is not finished until a "
+        f"person checks: action {action.action_id} stays open "
+        f"(`langgraph-recall resolve {action.action_id} --done` or `--not-done`).",
+        "in_doubt",
+        action.action_id,
+    )
+
+
+def refused_message(call: dict[str, Any], action_id: str, code: str, reason: str) -> ToolMessage:
+    return _notice(call, f"{call['name']} did not run: {reason}", code, action_id)
+
+
+def rejected_message(call: dict[str, Any], action_id: str, message: str | None) -> ToolMessage:
+    why = f" Their message: {message}" if message else ""
+    return _notice(
+        call,
+        f"A person rejected {call_text(call['name'], call.get('args') or {}, 120)}; it did "
+        f"not run.{why}",
+        "approval_denied",
+        action_id,
+    )
+
+
+def with_edit_notice(out: Output, name: str, args: dict[str, Any]) -> Output:
+    """Tell the model that a person changed the arguments before the call ran."""
+    notice = f"[A person edited this call before it ran; it ran as {call_text(name, args, 120)}]"
+    if isinstance(out, ToolMessage) and isinstance(out.content, str):
+        return out.model_copy(update={"content": f"{notice}\n{out.content}"})
+    return out
