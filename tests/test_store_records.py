@@ -154,12 +154,13 @@ def _vm_steps(store: RecallStore, fn: Any) -> int:
         steps[0] += 1
         return 0
 
-    conn = store._db.connection()  # type: ignore[attr-defined]
-    conn.set_progress_handler(tick, 1)
-    try:
-        fn()
-    finally:
-        conn.set_progress_handler(None, 1)
+    with store._db.tx() as tx:  # fn's reads join this transaction, on this connection
+        conn = tx._cur.connection
+        conn.set_progress_handler(tick, 1)
+        try:
+            fn()
+        finally:
+            conn.set_progress_handler(None, 1)
     return steps[0]
 
 

@@ -7,6 +7,7 @@ types, without pickle. Items stay JSON because BaseStore promises JSON and filte
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
@@ -49,7 +50,29 @@ def dump_json(value: Any, *, what: str = "value") -> str:
             "or store the data as a record (store.record / an output).",
             code="invalid_value",
         )
+    # orjson writes NaN and infinities as null: the value would come back changed. They only
+    # matter where the text has a null, so the common case pays nothing.
+    if "null" in text and _has_non_finite(value):
+        raise RecallError(
+            f"{what} contains NaN or an infinity, which JSON cannot hold (it would come back as "
+            "None); store None or a string instead.",
+            code="invalid_value",
+        )
     return text
+
+
+def _has_non_finite(value: Any) -> bool:
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return True
+        elif isinstance(v, dict):
+            todo.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            todo.extend(v)
+    return False
 
 
 def load_json(text: Any) -> Any:

@@ -68,6 +68,7 @@ class Database(ABC):
     def __init__(self) -> None:
         self._sql_cache: dict[str, str] = {}
         self._local = threading.local()
+        self._closed = False
 
     def sql(self, sql: str) -> str:
         out = self._sql_cache.get(sql)
@@ -88,6 +89,8 @@ class Database(ABC):
         if current is not None:
             yield current
             return
+        if self._closed:
+            raise RecallError("this RecallStore is closed; open it again", code="closed")
         with self._open(write) as tx:
             self._local.tx = tx
             try:
@@ -137,7 +140,8 @@ class Database(ABC):
 
 
 class SqliteDatabase(Database):
-    """One connection per thread on a WAL file; writes take ``BEGIN IMMEDIATE``."""
+    """Connections on a WAL file, each lent to one transaction at a time; writes take
+    ``BEGIN IMMEDIATE``."""
 
     dialect: Dialect = "sqlite"
 
@@ -150,19 +154,33 @@ class SqliteDatabase(Database):
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout
         self._conns: list[sqlite3.Connection] = []
+        # Connections not inside a transaction right now. A transaction borrows one and gives
+        # it back, so there are never more connections than concurrent transactions. (One per
+        # thread leaked: every asyncio.run() in a notebook has fresh executor threads, and
+        # SQLite defers closing a file while other connections of the process hold locks.)
+        self._idle: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
-        self._closed = False
 
-    def connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+    def _checkout(self) -> sqlite3.Connection:
+        with self._conns_lock:
             if self._closed:
                 raise RecallError("this RecallStore is closed; open it again", code="closed")
-            conn = self._connect()
-            self._local.conn = conn
-            with self._conns_lock:
-                self._conns.append(conn)
+            if self._idle:
+                return self._idle.pop()
+        conn = self._connect()
+        with self._conns_lock:
+            self._conns.append(conn)
         return conn
+
+    def _checkin(self, conn: sqlite3.Connection) -> None:
+        try:
+            if conn.in_transaction:  # a failed COMMIT: never hand out a half-open transaction
+                conn.rollback()
+        except sqlite3.Error:
+            return
+        with self._conns_lock:
+            if not self._closed:
+                self._idle.append(conn)
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -178,7 +196,7 @@ class SqliteDatabase(Database):
 
     @contextmanager
     def _open(self, write: bool) -> Iterator[Tx]:
-        conn = self.connection()
+        conn = self._checkout()
         try:
             cur = conn.cursor()
             if write:
@@ -195,6 +213,8 @@ class SqliteDatabase(Database):
             raise
         except sqlite3.DatabaseError as exc:
             raise _sqlite_error(exc, self.path) from exc
+        finally:
+            self._checkin(conn)
 
     def close(self) -> None:
         self._closed = True
@@ -205,6 +225,7 @@ class SqliteDatabase(Database):
                 except sqlite3.ProgrammingError:  # pragma: no cover - closed from its own thread
                     pass
             self._conns.clear()
+            self._idle.clear()
 
 
 def _sqlite_error(exc: sqlite3.DatabaseError, path: str) -> RecallError:
@@ -276,12 +297,19 @@ class PostgresDatabase(Database):
             raise
         except psycopg.errors.RaiseException:
             raise
+        except psycopg.DataError as exc:
+            raise RecallError(
+                f"PostgreSQL cannot store a value given: {exc}. Remove NUL characters and "
+                "out-of-range numbers from ids and keys.",
+                code="invalid_value",
+            ) from exc
         except psycopg.OperationalError as exc:
             raise RecallError(
                 f"PostgreSQL at {self.target} failed: {exc}", code="database"
             ) from exc
 
     def close(self) -> None:
+        self._closed = True
         self.pool.close()
 
 

@@ -31,8 +31,10 @@ def touch_agent(tx: Tx, agent_id: str) -> None:
     The UPDATE also takes the row lock on PostgreSQL, which serialises concurrent appends for
     one agent (so sequence numbers are handed out without gaps or duplicates).
     """
-    if not isinstance(agent_id, str) or not agent_id:
-        raise RecallError("agent_id must be a non-empty string", code="invalid_value")
+    if not isinstance(agent_id, str) or not agent_id or "\x00" in agent_id:
+        raise RecallError(
+            "agent_id must be a non-empty string without NUL characters", code="invalid_value"
+        )
     tx.run(
         "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, revision_seq) "
         "VALUES (?, {now}, {now}, 0, 0) ON CONFLICT (agent_id) DO NOTHING",
