@@ -372,11 +372,14 @@ def put_output(tx: Tx, agent_id: str, content: str) -> str:
         (ref, agent_id, len(content), data),
     )
     if inserted:
+        # The preview is a JSON item: NUL and lone surrogates, which the output itself keeps
+        # exactly, would make it (and the whole record() call) fail, so they are replaced.
+        preview = content[:200].replace("\x00", "\ufffd").encode("utf-8", "replace").decode()
         _put_item(
             tx,
             agent_ns(agent_id, OUTPUT_NS),
             ref,
-            {"ref": ref, "size": len(content), "preview": content[:200]},
+            {"ref": ref, "size": len(content), "preview": preview},
         )
     return ref
 

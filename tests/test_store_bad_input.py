@@ -1,0 +1,181 @@
+"""Bad input gets a clear RecallError (or LangGraph's InvalidNamespaceError) and loses nothing
+already recorded: every test reopens the store afterwards and checks the earlier records.
+(A corrupt SQLite file is covered in test_store_schema.py.)"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.store.base import InvalidNamespaceError
+
+from langgraph_recall import RecallError
+from langgraph_recall.store import RecallStore
+
+
+@pytest.fixture
+def seeded(store_target: str) -> Iterator[RecallStore]:
+    """A store that already holds records, checked intact when the test ends (after a reopen)."""
+    with RecallStore.open(store_target) as s:
+        s.put(("docs",), "kept", {"text": "kept"})
+        s.record("ag", [HumanMessage("recorded before", id="m0")])
+        s.update_working_state("ag", goal="survive bad input")
+    store = RecallStore.open(store_target)
+    try:
+        yield store
+    finally:
+        store.close()
+    with RecallStore.open(store_target) as again:
+        assert again.get(("docs",), "kept").value == {"text": "kept"}
+        assert again.turns("ag")[0].message.content == "recorded before"
+        assert again.working_state("ag")["goal"] == "survive bad input"
+
+
+def _invalid(exc: BaseException) -> str:
+    assert isinstance(exc, RecallError), exc
+    assert exc.code == "invalid_value"
+    return str(exc)
+
+
+NOT_JSON: dict[str, Any] = {
+    "bytes": b"raw",
+    "set": {1, 2},
+    "object": object(),
+    "int_over_64_bits": 2**70,
+    "non_string_key": {1: "x"},
+    "nan": float("nan"),
+    "infinity": float("-inf"),
+    "lone_surrogate": "\ud800",
+    "nul_in_text": "a\x00b",
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_JSON))
+def test_values_json_cannot_hold_are_refused_clearly(seeded: RecallStore, name: str) -> None:
+    with pytest.raises(RecallError) as err:
+        seeded.put(("docs",), "bad", {"nested": {"v": NOT_JSON[name]}})
+    text = _invalid(err.value)
+    assert "docs" in text and "bad" in text, "the message names the item"
+    assert seeded.get(("docs",), "bad") is None
+    with pytest.raises(RecallError) as err:
+        seeded.update_working_state("ag", plan=NOT_JSON[name])
+    _invalid(err.value)
+    assert seeded.working_state("ag") == {"goal": "survive bad input"}
+
+
+def test_types_json_can_encode_are_stored_as_their_json_form(seeded: RecallStore) -> None:
+    """Items are JSON: a datetime becomes its ISO text (records keep types; items do not)."""
+    seeded.put(("docs",), "when", {"at": dt.datetime(2024, 1, 2, 3, 4, 5)})
+    assert seeded.get(("docs",), "when").value == {"at": "2024-01-02T03:04:05"}
+
+
+def test_values_must_be_dicts(seeded: RecallStore) -> None:
+    with pytest.raises(RecallError) as err:
+        seeded.put(("docs",), "bad", ["a", "list"])  # type: ignore[arg-type]
+    assert "must be a dict" in _invalid(err.value)
+
+
+def test_nul_bytes(seeded: RecallStore) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        seeded.put(("do\x00cs",), "k", {"v": 1})
+    with pytest.raises(RecallError) as err:
+        seeded.put(("docs",), "k\x00", {"v": 1})
+    _invalid(err.value)
+    with pytest.raises(RecallError) as err:
+        seeded.get(("docs",), "k\x00")
+    _invalid(err.value)
+    with pytest.raises(RecallError) as err:
+        seeded.record("a\x00g", [HumanMessage("x", id="1")])
+    _invalid(err.value)
+    # Records are stored as bytes: NUL inside a message or an output is kept exactly.
+    seeded.record("ag", [HumanMessage("before\x00after", id="nul")])
+    assert seeded.turns("ag", last=1)[0].message.content == "before\x00after"
+    ref = seeded.put_output("ag", "x\x00y" * 5000)
+    assert seeded.fetch_output(ref, 0, 3) == "x\x00y"
+    long_turn = AIMessage("\x00" + "binary-ish tool output " * 1000, id="long-nul")
+    assert seeded.record("ag", [long_turn]) == 1
+    assert seeded.turns("ag", last=1)[0].message.content == long_turn.content
+
+
+def test_outputs_keep_lone_surrogates(seeded: RecallStore) -> None:
+    text = "\ud800 half a pair " * 1000
+    assert seeded.fetch_output(seeded.put_output("ag", text)) == text
+
+
+def test_a_ten_megabyte_item_round_trips(seeded: RecallStore) -> None:
+    big = {"blob": "z" * (10 * 1024 * 1024), "n": 1}
+    seeded.put(("docs",), "huge", big)
+    assert seeded.get(("docs",), "huge").value == big
+    assert [i.key for i in seeded.search(("docs",), filter={"n": 1})] == ["huge"]
+
+
+UNICODE_NAMESPACES = [
+    ("ユーザー", "設定"),
+    ("😀", "🚀"),
+    ("עברית",),
+    ("é",),  # precomposed
+    ("e\u0301",),  # e + combining accent: a different label
+    ("Ω", "ω"),
+    ("tab\tand space",),
+]
+
+
+def test_unicode_namespaces(seeded: RecallStore) -> None:
+    for i, ns in enumerate(UNICODE_NAMESPACES):
+        seeded.put(ns, f"k{i}", {"i": i})
+    for i, ns in enumerate(UNICODE_NAMESPACES):
+        assert seeded.get(ns, f"k{i}").value == {"i": i}
+        assert [item.key for item in seeded.search(ns[:1])] == [f"k{i}"]
+    assert seeded.list_namespaces(prefix=("é",)) == [("é",)]
+    assert seeded.list_namespaces(prefix=("e\u0301",)) == [("e\u0301",)]
+    assert seeded.list_namespaces(suffix=("🚀",)) == [("😀", "🚀")]
+    assert set(seeded.list_namespaces()) == {
+        *UNICODE_NAMESPACES,
+        ("docs",),
+        ("recall", "ag", "state"),
+    }
+    seeded.delete(("😀", "🚀"), "k1")
+    assert seeded.get(("😀", "🚀"), "k1") is None
+
+
+def test_a_result_that_cannot_be_recorded_leaves_the_action_open(seeded: RecallStore) -> None:
+    seeded.claim("ag", "act-1", tool="t", args={"n": 1}, args_digest="d")
+    with pytest.raises(RecallError) as err:
+        seeded.end("act-1", 1, "done", result=object())
+    assert "dataclass" in _invalid(err.value), "the message says what can be returned"
+    assert seeded.action("act-1").status == "open", "nothing claims it happened or not"
+    assert seeded.end("act-1", 1, "done", result={"ok": True})
+    assert seeded.action("act-1").result == {"ok": True}
+
+
+def test_arguments_that_cannot_be_recorded_claim_nothing(seeded: RecallStore) -> None:
+    with pytest.raises(RecallError) as err:
+        seeded.claim("ag", "act-1", tool="t", args={"f": lambda: 1}, args_digest="d")
+    _invalid(err.value)
+    assert seeded.actions("ag") == []
+    assert seeded.claim("ag", "act-1", tool="t", args={"f": "ok"}, args_digest="d").claimed
+
+
+def test_a_batch_of_messages_is_recorded_whole_or_not_at_all(seeded: RecallStore) -> None:
+    good = HumanMessage("fine", id="good")
+    bad = AIMessage("broken", id="bad", additional_kwargs={"handle": object()})
+    with pytest.raises(RecallError) as err:
+        seeded.record("ag", [good, bad])
+    _invalid(err.value)
+    assert [t.msg_id for t in seeded.turns("ag")] == ["m0"]
+    assert seeded.record("ag", [good]) == 1
+
+
+def test_wrong_kinds_of_values_in_the_records_api(seeded: RecallStore) -> None:
+    with pytest.raises(RecallError) as err:
+        seeded.put_output("ag", b"bytes")  # type: ignore[arg-type]
+    _invalid(err.value)
+    with pytest.raises(RecallError) as err:
+        seeded.record(None, [HumanMessage("x", id="1")])  # type: ignore[arg-type]
+    _invalid(err.value)
+    with pytest.raises(RecallError) as err:
+        seeded.end("act-none", 1, "done")
+    assert err.value.code == "unknown_action"
