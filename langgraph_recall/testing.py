@@ -8,6 +8,7 @@ the crash tests need: a killed worker and its replacement get the same replies.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ class ScriptedChatModel(BaseChatModel):
 
     script: list[dict[str, Any]]
     name_prefix: str = "ai"
+    delay: float = 0.0  # seconds each call takes, as a real model's do
     seen: list[list[BaseMessage]] = []
 
     def __init__(self, script: Sequence[dict[str, Any]], **kwargs: Any) -> None:
@@ -55,6 +57,8 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         self.seen.append(list(messages))
+        if self.delay:
+            time.sleep(self.delay)
         n = sum(1 for m in messages if isinstance(m, AIMessage))
         spec = self.script[min(n, len(self.script) - 1)]
         calls = [

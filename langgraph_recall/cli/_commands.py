@@ -298,14 +298,13 @@ def doctor(ctx: Ctx) -> None:
 
 
 @cli.command()
-@click.option("--quick", is_flag=True, help="Fewer trials (used by the tests).")
 @pass_ctx
-def demo(ctx: Ctx, quick: bool) -> None:
+def demo(ctx: Ctx) -> None:
     """Crash, resume, tamper and race an agent, without and with langgraph-recall."""
     from ._demo import run_demo
 
     try:
-        run_demo(ctx.db, quick=quick)
+        run_demo(ctx.db)
     except RecallError as exc:
         _fail(str(exc))
 
