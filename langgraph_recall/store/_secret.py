@@ -43,6 +43,14 @@ def _set_store_id(db: Database) -> str:
 
 def sqlite_secret(db: Database, db_path: str, existed_before: bool) -> bytes:
     """Load (or on first use create) the secret file, refusing a database that lost its records."""
+    # Several processes may open a fresh database at once. Holding the database's write lock
+    # while we look and create means each one sees either no store id and no secret file, or
+    # both: never another process's half-written file, never two different secrets.
+    with db.tx(write=True):
+        return _sqlite_secret_locked(db, db_path, existed_before)
+
+
+def _sqlite_secret_locked(db: Database, db_path: str, existed_before: bool) -> bytes:
     path = secret_path(db_path)
     store_id = _store_id(db)
     if os.path.exists(path):
@@ -67,12 +75,18 @@ def sqlite_secret(db: Database, db_path: str, existed_before: bool) -> bytes:
         )
     store_id = store_id or _set_store_id(db)
     secret = secrets.token_bytes(32)
-    # Create with 0600 from the start: never a moment where others can read it.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"store_id": store_id, "secret": secret.hex()}, f)
-        f.flush()
-        os.fsync(f.fileno())
+    # Create with 0600 from the start: never a moment where others can read it. Written whole
+    # under a temporary name, then linked into place, so a crash never leaves a partial file.
+    tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"store_id": store_id, "secret": secret.hex()}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+    finally:
+        os.unlink(tmp)
     return secret
 
 

@@ -1,0 +1,150 @@
+"""Real processes racing on one database, released together: claims, turn appends, leases,
+approval spends and the first open of a fresh database. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from fix_store import ok_results, run_together
+from langchain_core.messages import HumanMessage
+
+from langgraph_recall._errors import ApprovalMismatch, LeaseHeld
+from langgraph_recall.store import RecallStore
+
+pytestmark = pytest.mark.slow
+
+
+# --- claims --------------------------------------------------------------------------------
+
+
+def _claim_shared(store: RecallStore, n: int) -> tuple[str, int, str | None]:
+    c = store.claim(
+        "ag", "act-shared", tool="send_email", args={"to": "x"}, args_digest="d", thread_id=f"p{n}"
+    )
+    return c.status, c.action.attempt, c.action.thread_id
+
+
+def test_eight_processes_claim_one_action_and_exactly_one_wins(
+    store: RecallStore, store_target: str
+) -> None:
+    results = ok_results(run_together(store_target, _claim_shared, [(n,) for n in range(8)]))
+    statuses = sorted(r[0] for r in results)
+    assert statuses == ["claimed"] + ["in_doubt"] * 7
+    winner = next(r[2] for r in results if r[0] == "claimed")
+    assert {r[2] for r in results} == {winner}, "every loser sees the winner's intent"
+    assert {r[1] for r in results} == {1}
+    with store._db.tx() as tx:
+        assert tx.all(
+            "SELECT attempt, thread_id FROM recall_actions WHERE action_id = 'act-shared'"
+        ) == [(1, winner)]
+
+
+# --- turns ---------------------------------------------------------------------------------
+
+
+def _append(store: RecallStore, agent: str, count: int, chunk: int, tag: str) -> int:
+    new = 0
+    for start in range(0, count, chunk):
+        msgs = [HumanMessage(f"{tag}{i}", id=f"{tag}{i}") for i in range(start, start + chunk)]
+        new += store.record(agent, msgs)
+    return new
+
+
+def test_twenty_processes_append_turns_for_their_agents_and_nothing_is_lost(
+    store: RecallStore, store_target: str
+) -> None:
+    argsets = [(f"agent-{n}", 60, 6, f"a{n}-") for n in range(20)]
+    assert ok_results(run_together(store_target, _append, argsets)) == [60] * 20
+    for agent, count, _, tag in argsets:
+        turns = store.turns(agent)
+        assert [t.msg_id for t in turns] == [f"{tag}{i}" for i in range(count)]
+        assert [t.seq for t in turns] == list(range(1, count + 1))
+
+
+def test_processes_appending_to_one_agent_get_distinct_gapless_sequence_numbers(
+    store: RecallStore, store_target: str
+) -> None:
+    argsets = [("shared", 30, 3, f"p{n}-") for n in range(8)]
+    assert ok_results(run_together(store_target, _append, argsets)) == [30] * 8
+    turns = store.turns("shared")
+    assert [t.seq for t in turns] == list(range(1, 241))
+    for _, count, _, tag in argsets:
+        mine = [t.msg_id for t in turns if t.msg_id.startswith(tag)]
+        assert mine == [f"{tag}{i}" for i in range(count)], "each writer's order is kept"
+
+
+def test_processes_recording_the_same_messages_record_each_once(
+    store: RecallStore, store_target: str
+) -> None:
+    argsets = [("dup", 40, 4, "same-") for _ in range(8)]
+    assert sum(ok_results(run_together(store_target, _append, argsets))) == 40
+    assert [t.msg_id for t in store.turns("dup")] == [f"same-{i}" for i in range(40)]
+
+
+# --- leases and approvals ------------------------------------------------------------------
+
+
+def _acquire(store: RecallStore, holder: str) -> tuple[str, Any]:
+    try:
+        return "won", store.acquire_lease("ag", holder, 120.0).epoch
+    except LeaseHeld as held:
+        return "held", held.details["holder"]
+
+
+def test_lease_race_has_exactly_one_winner(store: RecallStore, store_target: str) -> None:
+    results = ok_results(run_together(store_target, _acquire, [(f"w{n}",) for n in range(8)]))
+    winners = [f"w{n}" for n, r in enumerate(results) if r[0] == "won"]
+    assert len(winners) == 1
+    assert [r[1] for r in results if r[0] == "won"] == [1]
+    assert {r[1] for r in results if r[0] == "held"} == set(winners)
+    assert store.lease("ag").holder == winners[0]
+
+
+def test_lease_race_after_expiry_has_exactly_one_winner(
+    store: RecallStore, store_target: str
+) -> None:
+    store.acquire_lease("ag", "old-holder", 120.0)
+    with store._db.tx(write=True) as tx:  # the old holder died long ago
+        tx.run("UPDATE recall_leases SET expires_at = 0 WHERE agent_id = 'ag'")
+    results = ok_results(run_together(store_target, _acquire, [(f"w{n}",) for n in range(8)]))
+    assert sorted(r[0] for r in results) == ["held"] * 7 + ["won"]
+    assert [r[1] for r in results if r[0] == "won"] == [2]
+
+
+def _spend(store: RecallStore, attempt: int) -> str:
+    try:
+        store.spend_approval("ag", "pay-1", "digest", attempt)
+        return "spent"
+    except ApprovalMismatch:
+        return "refused"
+
+
+def test_an_approval_is_spent_by_exactly_one_process(store: RecallStore, store_target: str) -> None:
+    store.record_decision("ag", "pay-1", "approve", args_digest="digest")
+    results = ok_results(run_together(store_target, _spend, [(n,) for n in range(8)]))
+    assert sorted(results) == ["refused"] * 7 + ["spent"]
+
+
+# --- opening a fresh database --------------------------------------------------------------
+
+
+def _secret_of(store: RecallStore) -> str:
+    store.put(("opened",), str(os.getpid()), {"ok": True})
+    return store._secret.hex()
+
+
+def test_many_processes_opening_a_fresh_database_at_once_agree(
+    backend: str, store_target: str
+) -> None:
+    # The race is narrow (creating the secret file beside a fresh SQLite file): several rounds.
+    targets = [store_target] if backend == "postgres" else [f"{store_target}.{n}" for n in range(3)]
+    for target in targets:
+        results = ok_results(
+            run_together(target, _secret_of, [() for _ in range(8)], open_after_gate=True)
+        )
+        assert len(set(results)) == 1, "every process must sign with the same secret"
+        with RecallStore.open(target) as store:
+            assert store._secret.hex() == results[0]
+            assert len(store.search(("opened",), limit=100)) == 8
