@@ -1,0 +1,655 @@
+"""The briefing: a short, current picture of an agent's work, built from its records.
+
+A process that picks an agent up (after a crash, on another machine, on a new thread) gives the
+model this instead of a replayed history. Content, most important first: what the agent is and
+whether the task is finished; unconfirmed (in-doubt) calls and what to do about them; calls
+waiting for a person; the working state; pointers; relevant memories; recent turns.
+
+Guarantees:
+
+- The token budget bounds the whole text, every time. Sections are filled in priority order;
+  recent turns are taken newest first until the budget is spent and then printed oldest first.
+  A working state that alone is over budget is shortened, and the briefing says so.
+- Its cost does not depend on how long the history is: turns are read in pages, newest first,
+  only until the budget is spent (or a fixed number of rows has been scanned); open actions
+  come from the store's open-actions index.
+- Deterministic: the same records give the same text (no clock readings, stable orders), so
+  a provider's prompt cache keeps working between calls that changed nothing.
+- Turns the caller says the model already sees (``exclude_msg_ids``, the messages restored on
+  the same thread) are left out, so no turn reaches the model twice.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ._errors import RecallError
+from ._render import call_text
+
+if TYPE_CHECKING:
+    from .store import RecallStore
+    from .store._models import Action, Approval, Turn
+
+__all__ = ["BRIEFING_ID", "RECALL_TOOL_NAMES", "Briefing", "build_briefing", "is_briefing_message"]
+
+#: Message id of the briefing's SystemMessage; messages with ids starting with it are never
+#: shown as turns (a briefing kept in state must not feed the next briefing).
+BRIEFING_ID = "recall-briefing"
+#: The recall tools. Their calls and acknowledgements are left out of the recent turns: what
+#: they wrote already shows in the working state and pointers, and it must not crowd out work.
+RECALL_TOOL_NAMES = frozenset({"update_working_state", "milestone", "set_pointer", "fetch_output"})
+
+TokenCounter = Any  # a function of a list of messages, or a chat model
+
+_STATE_ORDER = ("goal", "plan", "progress", "decisions", "last_milestone", "notes")
+_TURN_CHARS = 600  # a turn longer than this shows its start and how much more there is
+_ITEM_CHARS = 300  # pointers, memories, approvals: one line each, at most this long
+_SCAN_ROWS = 1000  # rows of history read beyond the excluded ones, whatever the budget
+_MIN_PIECE = 40  # a shortened piece keeps at least this many characters (or is left out)
+
+
+def is_briefing_message(message: BaseMessage) -> bool:
+    """True for a briefing's own SystemMessage (by its id), which is never recorded as a turn."""
+    return isinstance(message, SystemMessage) and str(message.id or "").startswith(BRIEFING_ID)
+
+
+@dataclass(frozen=True)
+class Briefing:
+    """A token-budgeted briefing. ``text`` is what the model reads; ``tokens`` its size as
+    counted by the counter it was built with (never over ``token_budget``)."""
+
+    agent_id: str
+    text: str
+    tokens: int
+    token_budget: int
+    sections: tuple[str, ...] = ()
+    shortened: bool = False
+    turns_shown: int = 0
+
+    @property
+    def message(self) -> SystemMessage:
+        """The briefing as a ``SystemMessage`` (id ``recall-briefing``) to put before the model input."""
+        return SystemMessage(self.text, id=BRIEFING_ID)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def _repr_markdown_(self) -> str:
+        return f"{self.text}\n\n*{self.tokens} of {self.token_budget} tokens*"
+
+    def _repr_html_(self) -> str:
+        return (
+            '<pre style="white-space:pre-wrap">'
+            f"{html.escape(self.text)}</pre><small>{self.tokens} of {self.token_budget} tokens</small>"
+        )
+
+
+# --- counting ------------------------------------------------------------------------------
+
+
+class _Meter:
+    """What the pieces of the briefing cost against its budget.
+
+    With the default counter (``count_tokens_approximately``, linear in characters) costs are
+    characters and the capacity is exact, so no piece needs a tokenizer call. A custom counter
+    is asked per piece (its costs are nearly additive across lines); the final text is counted
+    once more and trimmed if a counter was not additive after all.
+    """
+
+    def __init__(self, budget: int, counter: TokenCounter | None) -> None:
+        self.counter = _as_counter(counter)
+        self.exact = counter is None
+        if self.exact:
+            # count_tokens_approximately on one SystemMessage: ceil((chars + len("system")) / 4) + 3
+            self.capacity = (budget - 3) * 4 - 6
+        else:
+            self.base = self.counter([SystemMessage("")])
+            self.capacity = budget - self.base
+        self.used = 0
+
+    def cost(self, line: str) -> int:
+        if self.exact:
+            return len(line) + 1  # the line and its newline
+        return max(1, self.counter([SystemMessage(line)]) - self.base)
+
+    @property
+    def left(self) -> int:
+        return self.capacity - self.used
+
+    def take(self, line: str) -> bool:
+        c = self.cost(line)
+        if c > self.left:
+            return False
+        self.used += c
+        return True
+
+    def chars_for(self, units: int, sample: str) -> int:
+        """About how many characters of ``sample`` fit in ``units``."""
+        if self.exact:
+            return units - 1
+        per = self.cost(sample) / max(1, len(sample))
+        return int(units / max(per, 1e-6))
+
+
+def _as_counter(counter: TokenCounter | None) -> Callable[[list[BaseMessage]], int]:
+    if counter is None:
+        from langchain_core.messages.utils import count_tokens_approximately
+
+        return count_tokens_approximately
+    if hasattr(counter, "get_num_tokens_from_messages"):
+        return counter.get_num_tokens_from_messages  # type: ignore[no-any-return]
+    if callable(counter):
+        return counter  # type: ignore[no-any-return]
+    raise RecallError(
+        "token_counter must be a function of a list of messages or a chat model",
+        code="invalid_value",
+    )
+
+
+def _cut(text: str, chars: int) -> str:
+    """``text`` in at most ``chars`` characters, saying how much was left out."""
+    if len(text) <= chars:
+        return text
+    keep = max(0, chars - 16 - len(str(len(text))))
+    return f"{text[:keep]}… (+{len(text) - keep} chars)"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --- the pieces ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Section:
+    name: str
+    title: str
+    lines: list[tuple[int, str]] = field(
+        default_factory=list
+    )  # (rank, line); lower rank matters more
+    print_reversed: bool = False
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "; ".join(value)
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return repr(value)
+
+
+def _state_lines(state: dict[str, Any]) -> list[tuple[str, str]]:
+    keys = [k for k in _STATE_ORDER if k in state] + sorted(
+        k for k in state if k not in _STATE_ORDER
+    )
+    return [
+        (k.replace("_", " "), _one_line(_value_text(state[k])))
+        for k in keys
+        if state[k] not in (None, "")
+    ]
+
+
+def _short_id(action_id: str) -> str:
+    return action_id if len(action_id) <= 24 else action_id[:16]
+
+
+def _action_line(a: Action) -> str:
+    call = a.call_text()
+    aid = _short_id(a.action_id)
+    if a.klass == "idempotent":
+        return (
+            f"- {call} [action {aid}, idempotent]: started, not confirmed. It is re-run with the "
+            "same idempotency key when the tool node resumes; do not call it again yourself."
+        )
+    return (
+        f"- {call} [action {aid}]: started, never confirmed; it may or may not have happened. "
+        "Do not call it again. Check whether it took effect, or ask an operator to run "
+        f"`langgraph-recall resolve {aid} --done` (or `--not-done`)."
+    )
+
+
+def _approval_line(p: Approval, tool: str | None) -> str:
+    if tool and isinstance(p.args, dict):
+        what = call_text(tool, p.args)
+    else:
+        what = _one_line(p.message or f"action {_short_id(p.action_id)}")
+    return _cut(
+        f"- {what} [action {_short_id(p.action_id)}]: waiting for a person's decision; do not "
+        "call it again, it runs once approved.",
+        _ITEM_CHARS,
+    )
+
+
+def _content_text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, dict) and block.get("type") in ("image", "image_url"):
+            parts.append("<image>")
+    return " ".join(parts)
+
+
+def _turn_line(turn: Turn, outputs: dict[str, dict[str, Any]]) -> str | None:
+    """One turn as a line, or None when it is not worth the model's attention."""
+    m = turn.message
+    if is_briefing_message(m):
+        return None
+    text = _one_line(_content_text(m))
+    if isinstance(m, ToolMessage):
+        if m.name in RECALL_TOOL_NAMES:
+            return None
+        who = f"tool {m.name}" if m.name else "tool"
+        if m.status == "error":
+            who += " (error)"
+        if turn.output_ref:
+            out = outputs.get(turn.output_ref, {})
+            size = out.get("size", turn.size)
+            start = _one_line(str(out.get("preview", "")))[:120]
+            return (
+                f"{who}: [stored output, {size} chars: read it with "
+                f'fetch_output(ref="{turn.output_ref}")] starts: {start!r}'
+            )
+        return f"{who}: {_cut(text, _TURN_CHARS)}"
+    if turn.output_ref:
+        out = outputs.get(turn.output_ref, {})
+        text = (
+            f"[stored output, {out.get('size', turn.size)} chars: read it with "
+            f'fetch_output(ref="{turn.output_ref}")]'
+        )
+    else:
+        text = _cut(text, _TURN_CHARS)
+    if isinstance(m, AIMessage):
+        calls = [c for c in m.tool_calls if c.get("name") not in RECALL_TOOL_NAMES]
+        if not text and not calls:
+            return None
+        line = f"assistant: {text}" if text else "assistant:"
+        if calls:
+            line += (
+                (" | " if text else " ")
+                + "called "
+                + ", ".join(call_text(c["name"], c.get("args") or {}) for c in calls)
+            )
+        return line
+    if isinstance(m, HumanMessage):
+        return f"user: {text}"
+    return f"{m.type}: {text}" if text else None
+
+
+def _latest_human(turns: Sequence[Turn]) -> str | None:
+    for t in turns:
+        if isinstance(t.message, HumanMessage):
+            return _content_text(t.message)
+    return None
+
+
+def _memory_line(value: dict[str, Any]) -> str:
+    for key in ("text", "content", "memory", "value"):
+        if isinstance(value.get(key), str):
+            return _one_line(value[key])
+    return _one_line(_value_text(value))
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+_DEFAULT = object()
+
+
+def build_briefing(
+    store: RecallStore,
+    agent_id: str,
+    *,
+    token_budget: int = 2000,
+    token_counter: TokenCounter | None = None,
+    query: str | None = None,
+    exclude_msg_ids: Iterable[str] | None = None,
+    memory_namespace: Any = _DEFAULT,
+    memory_limit: int = 3,
+    tool_hint: bool = False,
+) -> Briefing:
+    """Build the briefing for ``agent_id`` from ``store`` within ``token_budget`` tokens.
+
+    Args:
+        token_budget: the most tokens the whole briefing may take (counted as one SystemMessage).
+        token_counter: a function of a list of messages (or a chat model, whose
+            ``get_num_tokens_from_messages`` is used); default ``count_tokens_approximately``.
+        query: text to search memories with (default: the latest human turn).
+        exclude_msg_ids: ids of messages the model already sees (the restored conversation);
+            those turns are left out.
+        memory_namespace: where relevant memories are searched (default
+            ``("recall", agent_id, "memories")``; None for no memory search).
+        tool_hint: say that the recall tools keep the working state (when they are registered).
+
+    Raises:
+        RecallError: ``invalid_value`` when the budget is too small to hold the briefing's
+            header (under about 100 tokens) or the counter is unusable.
+    """
+    if not isinstance(token_budget, int) or token_budget <= 0:
+        raise RecallError(
+            f"token_budget must be a positive int, got {token_budget!r}", code="invalid_value"
+        )
+    meter = _Meter(token_budget, token_counter)
+    skip = frozenset(exclude_msg_ids or ())
+
+    # Everything but the turns is small and read whole; the turns are paged below.
+    state = store.working_state(agent_id)
+    open_actions = sorted(
+        store.actions(agent_id, open_only=True),
+        key=lambda a: (a.klass == "idempotent", a.created_at, a.action_id),
+    )
+    approvals = store.pending_approvals(agent_id)
+    pointers = store.pointers(agent_id)
+
+    header = [f"# Briefing: agent {agent_id}, from its records", _intro(open_actions, tool_hint)]
+    for line in header:
+        if not meter.take(line):
+            raise RecallError(
+                f"token_budget {token_budget} cannot hold even the briefing's header; give at "
+                "least 100 tokens",
+                code="invalid_value",
+            )
+    placed: list[_Section] = [_Section("header", "", [(0, ln) for ln in header])]
+
+    # Fill in priority order: each section takes what fits of what is left.
+    if open_actions:
+        title = (
+            "## Unconfirmed calls (in doubt): settle these first"
+            if any(a.klass != "idempotent" for a in open_actions)
+            else "## Unconfirmed calls"
+        )
+        _place(
+            meter,
+            placed,
+            _Section("open_actions", title, [(1, _action_line(a)) for a in open_actions]),
+        )
+    if approvals:
+        tools = {p.action_id: _tool_of(store, p.action_id) for p in approvals}
+        lines = [(2, _approval_line(p, tools[p.action_id])) for p in approvals]
+        _place(meter, placed, _Section("approvals", "## Waiting for a person's approval", lines))
+    state_section = _Section("working_state", "## Working state")
+    shortened = _place_state(meter, state_section, _state_lines(state))
+    if state_section.lines:
+        placed.append(state_section)
+    if pointers:
+        lines = [
+            (4, _cut(f"- {p.name}: {p.target}" + (f" ({p.note})" if p.note else ""), _ITEM_CHARS))
+            for p in pointers.values()
+        ]
+        _place(meter, placed, _Section("pointers", "## Pointers", lines))
+
+    turns = _TurnReader(store, agent_id, skip, meter)
+    ns = ("recall", agent_id, "memories") if memory_namespace is _DEFAULT else memory_namespace
+    # A cheap range read first: the full-text search only runs when there are memories.
+    if ns and memory_limit > 0 and store.search(tuple(ns), limit=1):
+        q = query if query is not None else _latest_human(turns.first_page())
+        found = store.search(tuple(ns), query=(q or "")[:500] or None, limit=memory_limit)
+        lines = [(5, _cut("- " + _memory_line(it.value), _ITEM_CHARS)) for it in found]
+        if lines:
+            _place(meter, placed, _Section("memories", "## Relevant memories", lines))
+
+    turns_section, shown = _place_turns(turns, meter)
+    if turns_section is not None:
+        placed.append(turns_section)
+
+    if len(placed) == 1:
+        # Nothing recorded beyond what the model sees: say so instead of "resuming".
+        fresh = "Nothing is recorded for this agent beyond this conversation yet: a fresh start."
+        if tool_hint:
+            fresh += " Keep the working state with update_working_state, milestone and set_pointer."
+        placed[0].lines[1] = (0, fresh)
+    text, tokens = _finish(placed, meter, token_budget)
+    return Briefing(
+        agent_id=agent_id,
+        text=text,
+        tokens=tokens,
+        token_budget=token_budget,
+        sections=tuple(s.name for s in placed if s.lines),
+        shortened=shortened,
+        turns_shown=shown,
+    )
+
+
+def _intro(open_actions: Sequence[Action], tool_hint: bool) -> str:
+    intro = (
+        "You are resuming this agent's work (possibly after a crash or in another process). "
+        "What follows is what it wrote down; trust it and do not redo finished steps."
+    )
+    if open_actions:
+        intro += (
+            f" The task is NOT finished while {len(open_actions)} unconfirmed call(s) below "
+            "are unsettled."
+        )
+    if tool_hint:
+        intro += (
+            " Keep the working state current with update_working_state, milestone and set_pointer."
+        )
+    return intro
+
+
+def _tool_of(store: RecallStore, action_id: str) -> str | None:
+    try:
+        return store.action(action_id).tool
+    except RecallError:  # a request recorded before its action was claimed
+        return None
+
+
+def _place(meter: _Meter, placed: list[_Section], section: _Section) -> None:
+    """Add as many of the section's lines as fit, in order, noting how many did not."""
+    lines = section.lines
+    if not lines or meter.cost(section.title) + meter.cost(lines[0][1]) > meter.left:
+        return
+    meter.take(section.title)
+    kept: list[tuple[int, str]] = []
+    for i, (rank, line) in enumerate(lines):
+        rest = len(lines) - i - 1
+        note_cost = meter.cost(f"- … and {rest} more") if rest else 0
+        if meter.cost(line) + note_cost <= meter.left:
+            meter.take(line)
+            kept.append((rank, line))
+            continue
+        more = f"- … and {len(lines) - i} more"
+        if meter.take(more):
+            kept.append((rank, more))
+        break
+    placed.append(_Section(section.name, section.title, kept))
+
+
+def _place_state(meter: _Meter, section: _Section, fields: list[tuple[str, str]]) -> bool:
+    """Put the working state in; shorten its fields to fit if needed. True when shortened."""
+    if not fields:
+        return False
+    lines = [f"{k}: {v}" for k, v in fields]
+    need = meter.cost(section.title) + sum(meter.cost(ln) for ln in lines)
+    if need <= meter.left:
+        for ln in [section.title, *lines]:
+            meter.take(ln)
+        section.lines = [(3, ln) for ln in lines]
+        return False
+    note = "(working state shortened to fit the token budget)"
+    room = meter.left - meter.cost(section.title) - meter.cost(note)
+    if room <= 0:
+        return False
+    # Share the room out: short fields keep their full length, the rest split what remains,
+    # so a huge "notes" cannot push out the goal.
+    budget_chars = meter.chars_for(room, "\n".join(lines)) - len(lines)
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    allot = [0] * len(lines)
+    remaining = budget_chars
+    for n, i in enumerate(order):
+        share = remaining // (len(lines) - n)
+        allot[i] = min(len(lines[i]), share)
+        remaining -= allot[i]
+    kept = [_cut(lines[i], allot[i]) for i in range(len(lines)) if allot[i] >= _MIN_PIECE]
+    meter.take(section.title)
+    placed: list[str] = []
+    for ln in kept:
+        if meter.cost(ln) <= meter.left - meter.cost(note):
+            meter.take(ln)
+            placed.append(ln)
+    meter.take(note)
+    section.lines = [(3, ln) for ln in [*placed, note]]
+    return True
+
+
+class _TurnReader:
+    """Pages of turns, newest first, each sized to what the budget can still take."""
+
+    def __init__(
+        self, store: RecallStore, agent_id: str, skip: frozenset[str], meter: _Meter
+    ) -> None:
+        self.store = store
+        self.agent_id = agent_id
+        self.skip = skip
+        self.meter = meter
+        self.before: int | None = None
+        self.done = False
+        self.scanned = 0
+        self._first: list[Turn] | None = None
+
+    def _size(self, unit_cost: float) -> int:
+        # Rows still worth reading: what is left over a turn's typical cost, plus the
+        # excluded rows still ahead (those are skipped undecoded, so cheap to read).
+        want = int(self.meter.left / max(unit_cost, 1.0) * 1.25) + 2
+        ahead = max(0, len(self.skip) - self.scanned)
+        return max(4, min(want, 256) + min(ahead, 4096))
+
+    def first_page(self) -> list[Turn]:
+        if self._first is None:
+            self._first = self._read(self._size(160 if self.meter.exact else 40))
+        return self._first
+
+    def next_page(self, unit_cost: float) -> list[Turn]:
+        if self._first is not None:
+            page, self._first = self._first, None
+            return page
+        if self.done or self.scanned > len(self.skip) + _SCAN_ROWS:
+            return []
+        return self._read(self._size(unit_cost))
+
+    def _read(self, limit: int) -> list[Turn]:
+        page, self.before = self.store.turn_page(
+            self.agent_id, limit, before=self.before, skip_ids=self.skip
+        )
+        self.scanned += limit
+        self.done = self.before is None
+        return page
+
+
+def _place_turns(turns: _TurnReader, meter: _Meter) -> tuple[_Section | None, int]:
+    """Recent turns, newest first until the budget is spent, to be printed oldest first."""
+    title = (
+        "## Earlier turns not in this conversation, oldest first"
+        if turns.skip
+        else "## Recent turns, oldest first"
+    )
+    # Reserve room for the title and for the "N earlier turns" note before spending any.
+    reserve = meter.cost(title) + meter.cost("(999999999 earlier turns not shown)")
+    if meter.left <= reserve:
+        return None, 0
+    meter.used += reserve
+    lines: list[tuple[int, str]] = []
+    oldest_seq = 0
+    spent = 0
+    unit_cost = 160.0 if meter.exact else 40.0
+    full = False
+    while not full:
+        page = turns.next_page(unit_cost)
+        if not page:
+            break
+        refs = [t.output_ref for t in page if t.output_ref]
+        outputs = _output_items(turns.store, turns.agent_id, refs) if refs else {}
+        for t in page:
+            line = _turn_line(t, outputs)
+            if line is None:
+                continue
+            cost = meter.cost(line)
+            if not meter.take(line):
+                full = True
+                break
+            spent += cost
+            lines.append((10 + len(lines), line))
+            oldest_seq = t.seq
+        if lines:
+            unit_cost = spent / len(lines)
+    meter.used -= reserve
+    if not lines:
+        return None, 0
+    meter.take(title)
+    shown = len(lines)
+    if oldest_seq > 1:
+        note = f"({oldest_seq - 1} earlier turns not shown)"
+        meter.take(note)
+        lines.insert(0, (9, note))
+    return _Section("turns", title, lines, print_reversed=True), shown
+
+
+def _output_items(store: RecallStore, agent_id: str, refs: list[str]) -> dict[str, dict[str, Any]]:
+    from langgraph.store.base import GetOp
+
+    ns = ("recall", agent_id, "outputs")
+    items = store.batch([GetOp(ns, ref, refresh_ttl=False) for ref in refs])
+    return {ref: it.value for ref, it in zip(refs, items, strict=True) if it is not None}  # type: ignore[union-attr]
+
+
+def _render(sections: list[_Section]) -> str:
+    out: list[str] = []
+    for sec in sections:
+        if not sec.lines:
+            continue
+        if sec.title:
+            out.append(sec.title)
+        lines = [ln for _, ln in sec.lines]
+        if sec.print_reversed:
+            # Stored newest first with the "earlier turns" note first; print the note, then
+            # the turns oldest first.
+            note = [ln for r, ln in sec.lines if r == 9]
+            body = [ln for r, ln in sec.lines if r != 9]
+            lines = note + body[::-1]
+        out.extend(lines)
+    return "\n".join(out)
+
+
+def _finish(sections: list[_Section], meter: _Meter, budget: int) -> tuple[str, int]:
+    """The text and its real count; drops the least important lines if a counter was not
+    additive, so the budget holds whatever counter was given."""
+    text = _render(sections)
+    tokens = meter.counter([SystemMessage(text)])
+    while tokens > budget:
+        worst = max(
+            ((s, i) for s in sections[1:] for i in range(len(s.lines))),
+            key=lambda si: si[0].lines[si[1]][0] + si[1] * 1e-6,
+            default=None,
+        )
+        if worst is None:
+            raise RecallError(
+                f"token_budget {budget} cannot hold even the briefing's header; give at least "
+                "100 tokens",
+                code="invalid_value",
+            )
+        sec, i = worst
+        del sec.lines[i]
+        text = _render(sections)
+        tokens = meter.counter([SystemMessage(text)])
+    return text, int(tokens)
+
+
+def approx_tokens(text: str) -> int:
+    """``count_tokens_approximately`` of ``text`` as one SystemMessage, without building one."""
+    return math.ceil((len(text) + 6) / 4) + 3

@@ -1,0 +1,212 @@
+"""``RecallMiddleware``: the briefing, the recording, the recall tools and durable tool calls for
+``langchain.agents.create_agent``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from ._briefing import build_briefing, is_briefing_message
+from ._context import agent_id_of, store_of, thread_id_of
+from ._hooks import _checkpointer_records, _latest_human_text, record_messages
+from ._recall_tools import recall_tools
+from .store import RecallStore
+from .tools import DurableTools
+
+__all__ = ["RecallMiddleware"]
+
+
+def _config() -> Any:
+    from langgraph.config import get_config
+
+    try:
+        return get_config()
+    except RuntimeError:
+        return None
+
+
+def _response_messages(response: Any) -> list[BaseMessage]:
+    """The messages a model call produced, whatever shape the handler returned."""
+    if isinstance(response, BaseMessage):
+        return [response]
+    inner = getattr(response, "model_response", response)  # ExtendedModelResponse
+    return [m for m in getattr(inner, "result", []) or [] if isinstance(m, BaseMessage)]
+
+
+def _with_briefing(system: SystemMessage | None, text: str) -> SystemMessage:
+    """The agent's system message with the briefing after it (the static prompt stays first,
+    so a provider's prompt cache still covers it)."""
+    if system is None:
+        return SystemMessage(text)
+    if isinstance(system.content, str):
+        return SystemMessage(f"{system.content}\n\n{text}" if system.content else text)
+    return SystemMessage([*system.content, {"type": "text", "text": text}])
+
+
+class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    """Gives a ``create_agent`` agent its records: a fresh briefing in the system message on
+    every model call (never stored in the conversation), the turns recorded when the
+    checkpointer is not a ``RecallCheckpointer``, the recall tools, and durable tool calls.
+
+    Args:
+        classes: tool name -> ``"pure"``, ``"idempotent"`` or ``"external"`` (as DurableToolNode).
+        approve: names of tools that need a person's approval before each call.
+        resolver: settles calls left in doubt by a crash (returns ``ActionEnd`` or None).
+        undo: tool name -> function that reverses a done call.
+        token_budget: the most tokens the briefing takes (default 2000).
+        store: the RecallStore (default: the one the agent was compiled with).
+        messages_key: the state key holding the conversation.
+        tools: register the recall tools (default True).
+        briefing_options: more ``build_briefing`` options (``token_counter``, ...).
+
+    Guarantees: the briefing is rebuilt for each model call from the records (so it reflects
+    tool results and working-state updates made since) and leaves out the turns already in the
+    model's input; ``settle()`` runs once per run, before the model sees anything.
+    """
+
+    def __init__(
+        self,
+        *,
+        classes: Mapping[str, str] | None = None,
+        approve: Iterable[str] = (),
+        resolver: Callable[..., Any] | None = None,
+        undo: Mapping[str, Callable[..., Any]] | None = None,
+        token_budget: int = 2000,
+        store: RecallStore | None = None,
+        messages_key: str = "messages",
+        tools: bool = True,
+        briefing_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.token_budget = token_budget
+        self.store = store
+        self.messages_key = messages_key
+        self.tools = recall_tools() if tools else []
+        self.briefing_options = dict(briefing_options or {})
+        self.classes = dict(classes or {})
+        self.approve = tuple(approve)
+        self.resolver = resolver
+        self.undo = dict(undo or {})
+        self._durable = _durable_tools(
+            self.classes, self.approve, resolver, self.undo, messages_key
+        )
+
+    # --- where the records are ------------------------------------------------------------
+
+    def _where(self, runtime: Any) -> tuple[RecallStore, str, str | None, Any]:
+        config = _config()
+        return (
+            store_of(config, runtime, self.store),
+            agent_id_of(config),
+            thread_id_of(config),
+            config,
+        )
+
+    # --- once per run -----------------------------------------------------------------------
+
+    def before_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Settle calls left in doubt by an earlier crash, before the model sees anything."""
+        if self._durable is not None:
+            store, agent, _, _ = self._where(runtime)
+            self._durable.settle(store, agent)
+        return None
+
+    async def abefore_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        if self._durable is not None:
+            store, agent, _, _ = self._where(runtime)
+            await self._durable.asettle(store, agent)
+        return None
+
+    # --- every model call -------------------------------------------------------------------
+
+    def _prepare(self, request: ModelRequest) -> ModelRequest:
+        """Record what is new, then put a fresh briefing into the system message."""
+        store, agent, thread, config = self._where(request.runtime)
+        state_messages = _state_messages(request.state, self.messages_key)
+        if not _checkpointer_records(config):
+            record_messages(store, agent, state_messages, thread_id=thread)
+        seen = [*state_messages, *request.messages]
+        briefing = build_briefing(
+            store,
+            agent,
+            token_budget=self.token_budget,
+            exclude_msg_ids=[str(m.id) for m in seen if m.id],
+            query=_latest_human_text(request.messages),
+            tool_hint=bool(self.tools),
+            **self.briefing_options,
+        )
+        return request.override(
+            system_message=_with_briefing(request.system_message, briefing.text)
+        )
+
+    def _after(self, request: ModelRequest, response: Any) -> None:
+        """Record the model's reply at once (its id is what the state will hold)."""
+        store, agent, thread, config = self._where(request.runtime)
+        if _checkpointer_records(config):
+            return
+        replies = [m for m in _response_messages(response) if m.id and not is_briefing_message(m)]
+        if replies and all(isinstance(m, AIMessage) for m in replies):
+            state_messages = _state_messages(request.state, self.messages_key)
+            record_messages(store, agent, [*state_messages, *replies], thread_id=thread)
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> Any:
+        """Hand the model a fresh briefing; record the turns (sync)."""
+        response = handler(self._prepare(request))
+        self._after(request, response)
+        return response
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Any:
+        """Hand the model a fresh briefing; record the turns (async: store I/O off the loop)."""
+        prepared = await asyncio.to_thread(self._prepare, request)
+        response = await handler(prepared)
+        await asyncio.to_thread(self._after, request, response)
+        return response
+
+    # --- every tool call --------------------------------------------------------------------
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Run the call through the durable-tools engine (once-only, approvals, in-doubt)."""
+        if self._durable is None:
+            return handler(request)
+        return self._durable.wrap_tool_call(request, handler)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        if self._durable is None:
+            return await handler(request)
+        return await self._durable.awrap_tool_call(request, handler)
+
+
+def _state_messages(state: Any, key: str) -> list[BaseMessage]:
+    value = state.get(key) if isinstance(state, dict) else getattr(state, key, None)
+    return [m for m in (value or []) if isinstance(m, BaseMessage)]
+
+
+def _durable_tools(
+    classes: dict[str, str],
+    approve: tuple[str, ...],
+    resolver: Any,
+    undo: dict[str, Any],
+    messages_key: str,
+) -> DurableTools:
+    """The durable-tools engine shared with DurableToolNode.
+
+    It is built without the tools: ``create_agent`` only hands them over call by call, so a
+    tool without a class is refused when it is called (the recall tools carry ``pure``).
+    """
+    return DurableTools(
+        (),
+        classes=classes,
+        approve=approve,
+        resolver=resolver,
+        undo=undo,
+        messages_key=messages_key,
+    )

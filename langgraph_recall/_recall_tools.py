@@ -1,0 +1,179 @@
+"""The model's own tools for keeping its records: working state, milestones, pointers, outputs.
+
+Their schemas are sent with every model call, so names and descriptions are short (measured in
+``tests/test_briefing_tools.py``). Each tool finds the store and the agent from the running
+graph (the ``ToolRuntime`` that ToolNode, DurableToolNode and ``create_agent`` inject; it is not
+part of the schema the model sees), and answers bad arguments with a message the model can act
+on instead of an exception. They are ``pure`` (no side effect outside the agent's own records),
+so the durable tool node runs them without an action record: ``tool.metadata["recall_class"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langgraph.prebuilt import ToolRuntime
+
+from ._briefing import RECALL_TOOL_NAMES
+from ._context import agent_id_of, store_of
+from ._errors import RecallError
+
+__all__ = ["CLASS_KEY", "recall_tools"]
+
+#: Where a tool's durability class is kept for the durable tool node (metadata key).
+CLASS_KEY = "recall_class"
+_CHUNK = 4000  # characters fetch_output returns per call: about 1,000 tokens
+
+
+def _where(runtime: ToolRuntime | None) -> tuple[Any, str]:
+    """The store and agent of the running graph (the injected runtime, else the context)."""
+    config = getattr(runtime, "config", None)
+    if config is None:
+        from langgraph.config import get_config
+
+        try:
+            config = get_config()
+        except RuntimeError:
+            config = None
+    return store_of(config, runtime, None), agent_id_of(config)
+
+
+def _fail(err: RecallError) -> ToolException:
+    return ToolException(f"Error: {err}")
+
+
+def update_working_state(
+    runtime: ToolRuntime,
+    goal: str = "",
+    plan: str = "",
+    progress: str = "",
+    decisions: str = "",
+    notes: str = "",
+) -> str:
+    fields = {
+        k: v
+        for k, v in (
+            ("goal", goal),
+            ("plan", plan),
+            ("progress", progress),
+            ("decisions", decisions),
+            ("notes", notes),
+        )
+        if v.strip()
+    }
+    if not fields:
+        raise ToolException(
+            "Error: nothing to save. Pass at least one of goal, plan, progress, decisions, notes."
+        )
+    store, agent = _where(runtime)
+    try:
+        store.update_working_state(agent, **fields)
+    except RecallError as err:
+        raise _fail(err) from err
+    return "saved: " + ", ".join(fields)
+
+
+def milestone(runtime: ToolRuntime, text: str) -> str:
+    if not text.strip():
+        raise ToolException("Error: text is empty. Say in one line what was finished.")
+    store, agent = _where(runtime)
+    try:
+        store.milestone(agent, text.strip())
+    except RecallError as err:
+        raise _fail(err) from err
+    return "milestone saved"
+
+
+def set_pointer(runtime: ToolRuntime, name: str, target: str, note: str = "") -> str:
+    if not name.strip() or not target.strip():
+        raise ToolException(
+            "Error: give a short name and a target (a path, URL, branch or ticket id)."
+        )
+    store, agent = _where(runtime)
+    try:
+        store.set_pointer(agent, name.strip(), target.strip(), note.strip() or None)
+    except RecallError as err:
+        raise _fail(err) from err
+    return f"pointer {name.strip()!r} saved"
+
+
+def fetch_output(runtime: ToolRuntime, ref: str, offset: int = 0) -> str:
+    ref = ref.strip().strip("\"'")
+    if offset < 0:
+        raise ToolException("Error: offset must be 0 or more.")
+    store, agent = _where(runtime)
+    # Outputs are addressed by content hash; only the agent's own are readable from here.
+    item = store.get(("recall", agent, "outputs"), ref)
+    if item is None:
+        raise ToolException(
+            f"Error: no stored output {ref!r} for this agent. Use a ref exactly as the briefing "
+            'shows it, e.g. fetch_output(ref="out-…").'
+        )
+    size = int(item.value.get("size", 0))
+    if size and offset >= size:
+        raise ToolException(f"Error: offset {offset} is past the end; the output has {size} chars.")
+    try:
+        text = store.fetch_output(ref, offset, _CHUNK)
+    except RecallError as err:
+        raise _fail(err) from err
+    end = offset + len(text)
+    more = f'; more: fetch_output(ref="{ref}", offset={end})' if end < size else ""
+    return f"[{ref} chars {offset}-{end} of {size}{more}]\n{text}"
+
+
+_DESCRIPTIONS: dict[str, str] = {
+    "update_working_state": (
+        "Save your working state so the task survives a restart. Pass only what changed."
+    ),
+    "milestone": "Record a finished milestone in one line.",
+    "set_pointer": "Remember where work lives (file, branch, URL, ticket) under a short name.",
+    "fetch_output": "Read a stored output by its ref (from the briefing), 4000 chars from offset.",
+}
+_FUNCTIONS: dict[str, Callable[..., str]] = {
+    "update_working_state": update_working_state,
+    "milestone": milestone,
+    "set_pointer": set_pointer,
+    "fetch_output": fetch_output,
+}
+assert set(_FUNCTIONS) == RECALL_TOOL_NAMES
+
+
+def _make(name: str) -> BaseTool:
+    fn = _FUNCTIONS[name]
+
+    async def run_async(**kwargs: Any) -> str:
+        # The store's sync calls in a worker thread (copying the context, so the graph's
+        # config stays reachable): the same logic as the sync tool, off the event loop.
+        return await asyncio.to_thread(fn, **kwargs)
+
+    run_async.__signature__ = _signature(fn)  # type: ignore[attr-defined]
+    run_async.__annotations__ = fn.__annotations__
+    tool = StructuredTool.from_function(
+        func=fn,
+        coroutine=run_async,
+        name=name,
+        description=_DESCRIPTIONS[name],
+        handle_tool_error=True,
+    )
+    tool.metadata = {CLASS_KEY: "pure"}
+    return tool
+
+
+def _signature(fn: Callable[..., Any]) -> Any:
+    import inspect
+
+    return inspect.signature(fn)
+
+
+def recall_tools() -> list[BaseTool]:
+    """The tools a model uses to keep its own records, in the order the briefing mentions them.
+
+    ``update_working_state(goal, plan, progress, decisions, notes)``, ``milestone(text)``,
+    ``set_pointer(name, target, note)`` and ``fetch_output(ref, offset)``. Each finds
+    the store and agent from the running graph (compile the graph with a ``RecallStore``).
+    They are ``pure`` tools: ``tool.metadata["recall_class"] == "pure"``.
+    """
+    return [_make(name) for name in _FUNCTIONS]
