@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -72,8 +73,27 @@ def cli(click_ctx: click.Context, db: str | None, as_json: bool) -> None:
 pass_ctx = click.make_pass_decorator(Ctx)
 
 
+def _anywhere(fn: F) -> F:
+    """Accept ``--db`` and ``--json`` after the subcommand too (``show AGENT --json``)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, sub_db: str | None, sub_json: bool, **kwargs: Any) -> Any:
+        ctx = click.get_current_context().find_object(Ctx)
+        if ctx is not None:
+            ctx.db = sub_db or ctx.db
+            ctx.as_json = ctx.as_json or sub_json
+        return fn(*args, **kwargs)
+
+    run = click.option("--json", "sub_json", is_flag=True, help="Print stable JSON.")(run)
+    run = click.option(
+        "--db", "sub_db", default=None, metavar="PATH_OR_DSN", help="As before the command."
+    )(run)
+    return run  # type: ignore[return-value]
+
+
 @cli.command()
 @pass_ctx
+@_anywhere
 def agents(ctx: Ctx) -> None:
     """Every agent: lease holder, open actions, turns, last activity."""
     with open_store(ctx) as store:
@@ -106,6 +126,7 @@ def _action_dict(a: Any) -> dict[str, Any]:
 @cli.command()
 @click.argument("agent")
 @pass_ctx
+@_anywhere
 def show(ctx: Ctx, agent: str) -> None:
     """Working state, pointers, open actions, pending approvals and the briefing of AGENT."""
     with open_store(ctx) as store:
@@ -161,6 +182,7 @@ def show(ctx: Ctx, agent: str) -> None:
 @click.argument("agent")
 @click.option("--open", "open_only", is_flag=True, help="Only actions still open (in doubt).")
 @pass_ctx
+@_anywhere
 def actions(ctx: Ctx, agent: str, open_only: bool) -> None:
     """The side-effecting tool calls of AGENT and how each ended."""
     with open_store(ctx) as store:
@@ -182,6 +204,7 @@ def actions(ctx: Ctx, agent: str, open_only: bool) -> None:
 )
 @click.option("--note", default=None, help="Why you decided so (kept with the record).")
 @pass_ctx
+@_anywhere
 def resolve(ctx: Ctx, action: str, outcome: str | None, note: str | None) -> None:
     """Settle an open (in doubt) ACTION after checking the real world."""
     if outcome is None:
@@ -201,6 +224,7 @@ def resolve(ctx: Ctx, action: str, outcome: str | None, note: str | None) -> Non
 @cli.command()
 @click.argument("agent")
 @pass_ctx
+@_anywhere
 def undo(ctx: Ctx, agent: str) -> None:
     """Reverse AGENT's done actions newest first, with their registered undo functions."""
     with open_store(ctx) as store:
@@ -229,6 +253,7 @@ def undo(ctx: Ctx, agent: str) -> None:
     "--db-b", default=None, metavar="PATH_OR_DSN", help="Database of AGENT_B, if another."
 )
 @pass_ctx
+@_anywhere
 def diff(ctx: Ctx, agent_a: str, agent_b: str, db_b: str | None) -> None:
     """The first step where the runs of AGENT_A and AGENT_B differ."""
     from .._diff import diff as diff_runs
@@ -252,6 +277,7 @@ def diff(ctx: Ctx, agent_a: str, agent_b: str, db_b: str | None) -> None:
 
 @cli.command()
 @pass_ctx
+@_anywhere
 def verify(ctx: Ctx) -> None:
     """Check schema, approval signatures, append-only guards; list intents left open."""
     from ..store._verify import verify as run_verify
@@ -277,6 +303,7 @@ def verify(ctx: Ctx) -> None:
 
 @cli.command()
 @pass_ctx
+@_anywhere
 def doctor(ctx: Ctx) -> None:
     """Versions, database reachable, forks and unfinished runs in threads."""
     from .._doctor import run_doctor
@@ -299,6 +326,7 @@ def doctor(ctx: Ctx) -> None:
 
 @cli.command()
 @pass_ctx
+@_anywhere
 def demo(ctx: Ctx) -> None:
     """Crash, resume, tamper and race an agent, without and with langgraph-recall."""
     from ._demo import run_demo
@@ -315,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
         cli.main(args=argv, prog_name="langgraph-recall", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except click.UsageError as exc:  # one line, like every other error; the help says the rest
+        where = exc.ctx.command_path if exc.ctx is not None else "langgraph-recall"
+        click.echo(f"langgraph-recall: {exc.format_message()} (see `{where} --help`)", err=True)
+        return exc.exit_code
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
