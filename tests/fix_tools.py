@@ -254,6 +254,13 @@ def _resolve(fn: str) -> Callable[..., Any]:
 
 
 def _run_job(job: dict[str, Any]) -> int:
+    faults = job.get("kwargs", {}).pop("faults", None)
+    if faults:  # named fault points (checkpoint/_faults.py), armed in this worker only
+        from langgraph_recall.checkpoint import _faults
+
+        os.environ[_faults.ENV] = faults
+        _faults._FAULTS = _faults._parse(faults)
+        _faults._hits.clear()
     code = _resolve(job["fn"])(**job.get("kwargs", {}))
     return int(code or 0)
 
@@ -298,7 +305,10 @@ class Zygote:
         return line.decode()
 
     def start(self, fn: str, **kwargs: Any) -> int:
-        """Fork a worker running ``fn(**kwargs)``; returns its pid."""
+        """Fork a worker running ``fn(**kwargs)``; returns its pid.
+
+        ``faults="tool_ran=1:exit"`` arms named fault points in that worker only.
+        """
         assert self.pid is None, "one job at a time"
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps({"fn": fn, "kwargs": kwargs}) + "\n").encode())

@@ -32,6 +32,7 @@ from langgraph.types import interrupt
 from typing_extensions import NotRequired, Required, TypedDict
 
 from .._render import call_text
+from ..checkpoint._faults import fault_point
 from ..store import Approval, RecallStore
 from ._canonical import args_digest, canonical_args
 from ._drive import Io, Step, WaitTurn
@@ -219,6 +220,8 @@ def approval_step(
                 },
             )
     assert latest is not None
+    if answer is not None:
+        fault_point("approval_recorded")  # the person's answer recorded, nothing spent or run
     if latest.decision == "approve" and latest.args is not None:
         # An edit: the edited arguments are what was approved and what runs. Their digest is
         # recomputed here, so a stored argument changed behind the signature cannot run.

@@ -83,9 +83,14 @@ def _namespace_of(conf: dict[str, Any], checkpoint_id: str, task_ns: str | None)
     return ""
 
 
+def _root(target: Target) -> bool:
+    # RecallCheckpointer.wait_durable knows root checkpoints; a subgraph's is polled for.
+    return not target.lookup["configurable"]["checkpoint_ns"]
+
+
 def wait_sync(target: Target, timeout: float) -> bool:
     saver = target.checkpointer
-    if hasattr(saver, "wait_durable"):
+    if hasattr(saver, "wait_durable") and _root(target):
         return bool(saver.wait_durable(target.run_config, target.checkpoint_id, timeout))
     deadline = time.monotonic() + timeout
     delay = _FIRST_POLL
@@ -100,9 +105,9 @@ def wait_sync(target: Target, timeout: float) -> bool:
 
 async def wait_async(target: Target, timeout: float) -> bool:
     saver = target.checkpointer
-    if hasattr(saver, "await_durable"):
+    if hasattr(saver, "await_durable") and _root(target):
         return bool(await saver.await_durable(target.run_config, target.checkpoint_id, timeout))
-    if hasattr(saver, "wait_durable"):
+    if hasattr(saver, "wait_durable") and _root(target):
         return await asyncio.to_thread(wait_sync, target, timeout)
     deadline = time.monotonic() + timeout
     delay = _FIRST_POLL

@@ -29,8 +29,9 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
-from .._context import agent_id_of, store_of, thread_id_of
+from .._context import agent_id_of, checkpointer_of, store_of, thread_id_of
 from .._errors import ApprovalDenied, ApprovalMismatch, RecallError, UnclassifiedTool
+from ..checkpoint._faults import fault_point
 from ..store import Action, Claim, RecallStore
 from . import _barrier
 from ._approval import Verdict, approval_step
@@ -247,6 +248,10 @@ class DurableTools:
             args, digest = verdict.args, verdict.digest
 
         thread_id = thread_id_of(config)
+        # A holder that lost its lease must not start a side effect (raises LeaseLost); the
+        # epoch is kept with the intent so a person can tell which holder started it.
+        saver = checkpointer_of(config)
+        epoch = saver.current_epoch(agent_id) if hasattr(saver, "current_epoch") else None
         for _ in range(2):  # a second round only after a resolver said "not done"
             try:
                 claimed = yield Io(
@@ -260,6 +265,7 @@ class DurableTools:
                         "args": args,
                         "digest": digest,
                         "thread_id": thread_id,
+                        "epoch": epoch,
                         "gated": gated,
                     },
                 )
@@ -283,6 +289,7 @@ class DurableTools:
             if claim.status == "failed":
                 return failed_message(claim.action, call)
             if claim.status == "claimed":
+                fault_point("tool_claimed")  # intent recorded, the tool not started
                 return (
                     yield from self._run(
                         store, request, handler, claim.action, args, verdict, agent_id
@@ -337,6 +344,7 @@ class DurableTools:
             except Exception as db_exc:  # keep the tool's own error; the intent stays open
                 log.warning("could not record the failure of %s: %s", call["name"], db_exc)
             raise
+        fault_point("tool_ran")  # the tool answered, its end not recorded
         if edited:
             out = with_edit_notice(out, call["name"], args)
         try:
@@ -383,6 +391,7 @@ def begin(
     args: dict[str, Any],
     digest: str,
     thread_id: str | None,
+    epoch: int | None,
     gated: bool,
 ) -> Claim | RecallError:
     """Claim the call and, for a gated one, spend its approval, in ONE transaction.
@@ -402,6 +411,7 @@ def begin(
                 klass=klass,
                 idempotency_key=action_id,
                 thread_id=thread_id,
+                epoch=epoch,
             )
             if claim.claimed and gated:
                 store.spend_approval(agent_id, action_id, digest, claim.action.attempt)

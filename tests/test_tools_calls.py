@@ -1,0 +1,458 @@
+"""DurableToolNode, one behaviour per test, on SQLite and PostgreSQL (DESIGN.md's table)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import pytest
+from fix_tools import State, build_graph, call, read_effects, record_effect, reply
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import InjectedToolArg, tool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import ToolNode, ToolRuntime
+
+from langgraph_recall import RecallError
+from langgraph_recall._errors import UnclassifiedTool
+from langgraph_recall.tools import (
+    ActionEnd,
+    DurableToolNode,
+    IdempotencyKey,
+    current_idempotency_key,
+    recall_class,
+)
+from langgraph_recall.tools._canonical import action_key, args_digest, canonical_args
+
+
+@pytest.fixture
+def saver(store) -> Iterator[Any]:
+    cp = store.checkpointer()
+    yield cp
+    cp.close()
+
+
+def _config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def _tool_messages(out: dict[str, Any]) -> list[ToolMessage]:
+    return [m for m in out["messages"] if isinstance(m, ToolMessage)]
+
+
+def _effect_tool(effects: str, name: str = "send") -> Any:
+    @tool(name)
+    def send(to: str, key: IdempotencyKey) -> str:
+        """Send something."""
+        record_effect(effects, to=to, key=key)
+        return f"sent to {to}"
+
+    return send
+
+
+# --- classes -----------------------------------------------------------------------------------
+
+
+def test_unclassified_tools_are_refused_at_construction_naming_each(tmp_path) -> None:
+    a, b, c = (_effect_tool(str(tmp_path / "e"), n) for n in ("alpha", "beta", "gamma"))
+    with pytest.raises(UnclassifiedTool) as err:
+        DurableToolNode([a, b, c], classes={"beta": "pure"})
+    assert err.value.code == "unclassified_tool"
+    assert err.value.details["tools"] == ["alpha", "gamma"]
+    assert "alpha" in str(err.value) and "gamma" in str(err.value)
+
+
+def test_class_can_be_given_on_the_tool_itself(tmp_path) -> None:
+    marked = recall_class("external", approve=True)(_effect_tool(str(tmp_path / "e"), "marked"))
+    node = DurableToolNode([marked])
+    assert node.durable.tool_class("marked") == "external"
+    assert node.durable.needs_approval("marked")
+
+
+def test_unknown_class_is_refused(tmp_path) -> None:
+    with pytest.raises(RecallError) as err:
+        DurableToolNode([_effect_tool(str(tmp_path / "e"))], classes={"send": "risky"})
+    assert err.value.code == "invalid_value"
+
+
+# --- first call, repeats ---------------------------------------------------------------------------
+
+
+def test_first_call_records_intent_and_result_and_runs_once(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"})
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    out = graph.invoke({"messages": [HumanMessage("go")]}, _config("first"))
+    assert [m.content for m in _tool_messages(out)] == ["sent to a"]
+    [action] = store.actions("first")
+    assert (action.tool, action.status, action.args) == ("send", "done", {"to": "a"})
+    assert action.result.content == "sent to a"
+    assert [e["key"] for e in read_effects(effects)] == [action.idempotency_key]
+
+
+def test_replaying_a_finished_call_returns_its_result_without_running(
+    store, saver, tmp_path
+) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"})
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    graph.invoke({"messages": [HumanMessage("go")]}, _config("replay"))
+    # Time travel: run the tools step again from the checkpoint taken before it.
+    before_tools = next(
+        s for s in graph.get_state_history(_config("replay")) if s.next == ("tools",)
+    )
+    out = graph.invoke(None, before_tools.config)
+    assert len(read_effects(effects)) == 1
+    assert _tool_messages(out)[-1].content == "sent to a"
+
+
+def test_pure_tools_run_every_time_and_are_not_recorded(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "pure"})
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    graph.invoke({"messages": [HumanMessage("go")]}, _config("pure"))
+    before_tools = next(s for s in graph.get_state_history(_config("pure")) if s.next == ("tools",))
+    graph.invoke(None, before_tools.config)
+    assert len(read_effects(effects)) == 2
+    assert store.actions("pure") == []
+
+
+def test_a_tool_that_raises_is_recorded_failed_and_not_run_again(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+
+    @tool
+    def flaky(to: str) -> str:
+        """Fails."""
+        record_effect(effects, to=to)
+        raise ValueError("mail server said no")
+
+    node = DurableToolNode([flaky], classes={"flaky": "external"}, handle_tool_errors=True)
+    graph = build_graph(
+        node, [reply("", call("flaky", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    out = graph.invoke({"messages": [HumanMessage("go")]}, _config("fail"))
+    assert _tool_messages(out)[0].status == "error"
+    [action] = store.actions("fail")
+    assert action.status == "failed" and "mail server said no" in (action.error or "")
+    before_tools = next(s for s in graph.get_state_history(_config("fail")) if s.next == ("tools",))
+    again = graph.invoke(None, before_tools.config)
+    assert len(read_effects(effects)) == 1
+    assert "already ran and failed" in str(_tool_messages(again)[-1].content)
+
+
+def test_a_raising_tool_under_default_error_handling_fails_the_run_recorded(store, saver) -> None:
+    @tool
+    def boom(x: int) -> str:
+        """Raises."""
+        raise RuntimeError("boom")
+
+    node = DurableToolNode([boom], classes={"boom": "idempotent"})
+    graph = build_graph(
+        node, [reply("", call("boom", x=1)), reply("ok")], store=store, checkpointer=saver
+    )
+    with pytest.raises(RuntimeError, match="boom"):
+        graph.invoke({"messages": [HumanMessage("go")]}, _config("boom"))
+    [action] = store.actions("boom")
+    assert action.status == "failed" and action.error == "RuntimeError: boom"
+
+
+# --- in doubt ------------------------------------------------------------------------------------
+
+
+def _leave_in_doubt(store, agent: str, tool_name: str, args: dict[str, Any], klass: str) -> str:
+    """What a worker killed mid-call leaves behind: an intent with no end (the crash suites
+    produce it with real kills; here it is written directly to test what follows)."""
+    action_id = action_key(agent, "ai-0", "call-0-0", tool_name)
+    store.claim(
+        agent,
+        action_id,
+        tool=tool_name,
+        args=args,
+        args_digest=args_digest(tool_name, args),
+        klass=klass,
+    )
+    return action_id
+
+
+def test_in_doubt_external_call_is_not_run_and_the_model_is_told(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    action_id = _leave_in_doubt(store, "doubt", "send", {"to": "a"}, "external")
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"})
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    out = graph.invoke({"messages": [HumanMessage("go")]}, _config("doubt"))
+    message = _tool_messages(out)[0]
+    assert read_effects(effects) == []
+    assert "UNKNOWN" in str(message.content) and "not finished" in str(message.content)
+    assert message.artifact["recall"] == {"code": "in_doubt", "action_id": action_id}
+    assert store.action(action_id).status == "open"
+
+
+@pytest.mark.parametrize("found", ["done", "not_done", None])
+def test_resolver_settles_an_external_call_in_doubt(store, saver, tmp_path, found) -> None:
+    effects = str(tmp_path / "e.log")
+    agent = f"resolve-{found}"
+    action_id = _leave_in_doubt(store, agent, "send", {"to": "a"}, "external")
+    asked = []
+
+    def resolver(action):
+        asked.append(action.action_id)
+        if found is None:
+            return None
+        return ActionEnd(found, result="found it in the outbox", resolution="checked the outbox")
+
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"}, resolver=resolver)
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    out = graph.invoke({"messages": [HumanMessage("go")]}, _config(agent))
+    assert asked == [action_id]
+    content = str(_tool_messages(out)[0].content)
+    action = store.action(action_id)
+    if found == "done":
+        assert content == "found it in the outbox" and read_effects(effects) == []
+        assert (action.status, action.resolved_by, action.note) == (
+            "done",
+            "resolver",
+            "checked the outbox",
+        )
+    elif found == "not_done":  # it did not happen: runs now, under the same key
+        assert content == "sent to a"
+        assert [e["key"] for e in read_effects(effects)] == [action_id]
+        assert (action.status, action.attempt) == ("done", 2)
+    else:
+        assert "UNKNOWN" in content and action.status == "open" and read_effects(effects) == []
+
+
+def test_in_doubt_idempotent_call_is_run_again_with_the_same_key(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    action_id = _leave_in_doubt(store, "idem", "send", {"to": "a"}, "idempotent")
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "idempotent"})
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    out = graph.invoke({"messages": [HumanMessage("go")]}, _config("idem"))
+    assert _tool_messages(out)[0].content == "sent to a"
+    assert [e["key"] for e in read_effects(effects)] == [action_id]
+    assert store.action(action_id).status == "done"
+
+
+def test_settle_closes_what_the_resolver_confirms_and_reports_the_rest(store, tmp_path) -> None:
+    confirmed = _leave_in_doubt(store, "settle", "send", {"to": "a"}, "external")
+    unknown = action_key("settle", "ai-1", "call-1-0", "send")
+    store.claim("settle", unknown, tool="send", args={"to": "b"}, args_digest="d", klass="external")
+
+    def resolver(action):
+        return ActionEnd("done", result="delivered") if action.args["to"] == "a" else None
+
+    node = DurableToolNode(
+        [_effect_tool(str(tmp_path / "e"))], classes={"send": "external"}, resolver=resolver
+    )
+    report = node.settle(store, "settle")
+    assert [a.action_id for a in report.closed] == [confirmed]
+    assert report.closed[0].status == "done"
+    assert [a.action_id for a in report.open] == [unknown]
+    assert asyncio.run(node.asettle(store, "settle")).closed == []  # nothing left to confirm
+
+
+# --- the idempotency key -------------------------------------------------------------------------
+
+
+def test_key_is_hidden_from_the_model_and_a_forged_one_is_dropped(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    @tool
+    def charge(
+        amount: int, idempotency_key: Annotated[str, InjectedToolArg], runtime: ToolRuntime
+    ) -> str:
+        """Charge."""
+        from_config = runtime.config["configurable"].get("recall_idempotency_key")
+        seen.append((idempotency_key, current_idempotency_key(), from_config))
+        record_effect(effects, amount=amount)
+        return "charged"
+
+    assert list(charge.tool_call_schema.model_fields) == ["amount"]
+    node = DurableToolNode([charge], classes={"charge": "external"})
+    forged = reply("", call("charge", amount=5, idempotency_key="FORGED"))
+    graph = build_graph(node, [forged, reply("ok")], store=store, checkpointer=saver)
+    graph.invoke({"messages": [HumanMessage("go")]}, _config("forge"))
+    [action] = store.actions("forge")
+    assert seen == [(action.idempotency_key,) * 3]
+    assert "FORGED" not in seen[0] and action.args == {"amount": 5}
+
+
+def test_user_wrappers_run_inside_and_retry_under_the_same_key(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    attempts: list[str | None] = []
+
+    def retry_twice(request, execute):
+        attempts.append(current_idempotency_key())
+        execute(request)
+        attempts.append(current_idempotency_key())
+        return execute(request)
+
+    node = DurableToolNode(
+        [_effect_tool(effects)], classes={"send": "idempotent"}, wrap_tool_call=retry_twice
+    )
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    graph.invoke({"messages": [HumanMessage("go")]}, _config("wrap"))
+    [action] = store.actions("wrap")
+    assert attempts == [action.idempotency_key] * 2
+    assert {e["key"] for e in read_effects(effects)} == {action.idempotency_key}
+    assert action.status == "done"
+
+
+# --- outputs, durability -----------------------------------------------------------------------
+
+
+def test_a_large_result_is_stored_whole_and_still_given_to_the_model(store, saver) -> None:
+    big = "x" * (store.output_threshold * 3)
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        return big
+
+    node = DurableToolNode([fetch], classes={"fetch": "idempotent"})
+    graph = build_graph(
+        node, [reply("", call("fetch", url="u")), reply("ok")], store=store, checkpointer=saver
+    )
+    out = graph.invoke({"messages": [HumanMessage("go")]}, _config("big"))
+    assert _tool_messages(out)[0].content == big
+    [action] = store.actions("big")
+    assert len(action.result.content) < 100  # the record keeps a reference
+    before_tools = next(s for s in graph.get_state_history(_config("big")) if s.next == ("tools",))
+    assert _tool_messages(graph.invoke(None, before_tools.config))[-1].content == big
+
+
+def test_durability_exit_is_refused_before_anything_runs(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"})
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    with pytest.raises(RecallError) as err:
+        graph.invoke({"messages": [HumanMessage("go")]}, _config("exit"), durability="exit")
+    assert err.value.code == "durability"
+    assert read_effects(effects) == [] and store.actions("exit") == []
+
+
+class _SlowPutSaver(SqliteSaver):
+    """A real SqliteSaver whose checkpoint writes take a while, like a loaded database."""
+
+    def put(self, config, checkpoint, metadata, new_versions):  # type: ignore[no-untyped-def]
+        time.sleep(0.3)
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+def test_tool_waits_until_the_ai_message_that_asked_for_it_is_saved(tmp_path) -> None:
+    from langgraph_recall import RecallStore
+
+    saved_before_running: list[bool] = []
+    slow = _SlowPutSaver(sqlite3.connect(str(tmp_path / "cp.db"), check_same_thread=False))
+
+    @tool
+    def act(x: int, runtime: ToolRuntime) -> str:
+        """Acts."""
+        lookup = {
+            "configurable": {
+                "thread_id": "barrier",
+                "checkpoint_ns": "",
+                "checkpoint_id": runtime.execution_info.checkpoint_id,
+            }
+        }
+        saved_before_running.append(slow.get_tuple(lookup) is not None)
+        return "done"
+
+    with RecallStore.open(str(tmp_path / "r.db")) as store:
+        script = [reply("", call("act", x=1)), reply("ok")]
+        plain = build_graph(ToolNode([act]), script, store=store, checkpointer=slow)
+        plain.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "plain"}})
+        durable = build_graph(
+            DurableToolNode([act], classes={"act": "external"}),
+            script,
+            store=store,
+            checkpointer=slow,
+        )
+        durable.invoke({"messages": [HumanMessage("go")]}, _config("barrier"))
+    # The plain node ran before its checkpoint existed: that is the window the barrier closes.
+    assert saved_before_running == [False, True]
+
+
+# --- async ---------------------------------------------------------------------------------------
+
+
+async def test_async_run_records_and_replays_the_same_way(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+
+    @tool
+    async def send(to: str, key: IdempotencyKey) -> str:
+        """Send."""
+        record_effect(effects, to=to, key=key, ctx=current_idempotency_key())
+        return f"sent to {to}"
+
+    node = DurableToolNode([send], classes={"send": "external"})
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    out = await graph.ainvoke({"messages": [HumanMessage("go")]}, _config("async"))
+    assert _tool_messages(out)[0].content == "sent to a"
+    [action] = await store.aactions("async")
+    [effect] = read_effects(effects)
+    assert effect["key"] == effect["ctx"] == action.idempotency_key
+    before_tools = next(
+        s for s in graph.get_state_history(_config("async")) if s.next == ("tools",)
+    )
+    await graph.ainvoke(None, before_tools.config)
+    assert len(read_effects(effects)) == 1
+
+
+# --- canonical arguments (unit) ---------------------------------------------------------------------
+
+
+def test_canonical_arguments_fill_defaults_and_drop_injected_values(tmp_path) -> None:
+    @tool
+    def pay(
+        amount: int, to: str, key: IdempotencyKey, runtime: ToolRuntime, currency: str = "EUR"
+    ) -> str:
+        """Pay."""
+        return "ok"
+
+    schema = pay.tool_call_schema
+    assert canonical_args(schema, {"amount": "10", "to": "a", "key": "x"}) == {
+        "amount": 10,
+        "to": "a",
+        "currency": "EUR",
+    }
+    assert args_digest("pay", canonical_args(schema, {"amount": 10, "to": "a"})) == args_digest(
+        "pay", canonical_args(schema, {"amount": 10, "to": "a", "currency": "EUR"})
+    )
+
+
+def test_ai_message_without_an_id_still_gets_a_stable_key(store, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"})
+    message = AIMessage(
+        "", tool_calls=[{"name": "send", "args": {"to": "a"}, "id": "c1", "type": "tool_call"}]
+    )
+    config = {"configurable": {"thread_id": "bare"}}
+    g = StateGraph(State)
+    g.add_node("tools", node)
+    g.add_edge(START, "tools")
+    graph = g.compile(store=store)
+    graph.invoke({"messages": [message]}, config)
+    graph.invoke({"messages": [message]}, config)
+    assert len(read_effects(effects)) == 1
