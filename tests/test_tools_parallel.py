@@ -1,0 +1,136 @@
+"""Several tool calls in one AI message, run by one ToolNode task (the ``tools_condition``
+layout): a sibling's interrupt re-runs the whole task on resume (research 2d)."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fix_tools import build_graph, call, read_effects, record_effect, reply
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Command, interrupt
+
+from langgraph_recall.tools import DurableToolNode, IdempotencyKey
+
+
+@pytest.fixture
+def saver(store) -> Iterator[Any]:
+    cp = store.checkpointer()
+    yield cp
+    cp.close()
+
+
+def _tools(effects: str) -> list[Any]:
+    @tool
+    def notify(who: str, key: IdempotencyKey) -> str:
+        """Side effect that finishes at once."""
+        record_effect(effects, what="notify", who=who, key=key)
+        return f"notified {who}"
+
+    @tool
+    def ask(question: str, key: IdempotencyKey) -> str:
+        """Asks a person (interrupt inside the tool), then acts on the answer."""
+        record_effect(effects, what="ask-started", key=key)
+        answer = interrupt({"question": question})
+        record_effect(effects, what="ask-done", answer=answer, key=key)
+        return f"answer: {answer}"
+
+    return [notify, ask]
+
+
+def _plain_tools(effects: str) -> list[Any]:
+    @tool
+    def notify(who: str) -> str:
+        """Side effect that finishes at once."""
+        record_effect(effects, what="notify", who=who)
+        return f"notified {who}"
+
+    @tool
+    def ask(question: str) -> str:
+        """Asks a person."""
+        answer = interrupt({"question": question})
+        record_effect(effects, what="ask-done", answer=answer)
+        return f"answer: {answer}"
+
+    return [notify, ask]
+
+
+SCRIPT = [reply("", call("notify", who="ops"), call("ask", question="go ahead?")), reply("done")]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_finished_sibling_runs_once_when_another_call_interrupts(
+    store, saver, tmp_path, mode
+) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode(_tools(effects), classes={"notify": "external", "ask": "external"})
+    graph = build_graph(node, SCRIPT, store=store, checkpointer=saver)
+    config = {"configurable": {"thread_id": f"sib-{mode}"}}
+    start = {"messages": [HumanMessage("go")]}
+    if mode == "sync":
+        graph.invoke(start, config)
+        out = graph.invoke(Command(resume="yes"), config)
+    else:
+        await graph.ainvoke(start, config)
+        out = await graph.ainvoke(Command(resume="yes"), config)
+    done = Counter(e["what"] for e in read_effects(effects))
+    assert done["notify"] == 1 and done["ask-done"] == 1
+    assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == [
+        "notified ops",
+        "answer: yes",
+    ]
+    # The interrupted call's re-run is the same action under the same key (a second attempt).
+    keys = {e["key"] for e in read_effects(effects) if e["what"].startswith("ask")}
+    ask_action = next(a for a in store.actions(f"sib-{mode}") if a.tool == "ask")
+    assert keys == {ask_action.idempotency_key} and ask_action.attempt == 2
+
+
+def test_plain_toolnode_runs_the_finished_sibling_again(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = build_graph(ToolNode(_plain_tools(effects)), SCRIPT, store=store, checkpointer=saver)
+    config = {"configurable": {"thread_id": "plain"}}
+    graph.invoke({"messages": [HumanMessage("go")]}, config)
+    graph.invoke(Command(resume="yes"), config)
+    assert Counter(e["what"] for e in read_effects(effects))["notify"] == 2
+
+
+def test_gated_calls_in_one_message_each_get_their_own_decision_in_call_order(
+    store, saver, tmp_path
+) -> None:
+    effects = str(tmp_path / "e.log")
+
+    @tool
+    def pay(amount: int, to: str, key: IdempotencyKey) -> str:
+        """Pay."""
+        record_effect(effects, amount=amount, to=to)
+        return f"paid {amount} to {to}"
+
+    calls = [call("pay", amount=10 * (i + 1), to=f"p{i}") for i in range(3)]
+    for round_ in range(4):  # threads race differently each time; the questions must not
+        node = DurableToolNode([pay], classes={"pay": "external"}, approve=("pay",))
+        graph = build_graph(
+            node, [reply("", *calls), reply("done")], store=store, checkpointer=saver
+        )
+        config = {"configurable": {"thread_id": f"gated-{round_}"}}
+        out = graph.invoke({"messages": [HumanMessage("pay them")]}, config)
+        asked = []
+        answers = iter(
+            [{"type": "approve"}, {"type": "reject", "message": "not p1"}, {"type": "approve"}]
+        )
+        while "__interrupt__" in out:
+            [pending] = out["__interrupt__"]
+            asked.append(pending.value["args"]["to"])
+            out = graph.invoke(Command(resume={pending.id: next(answers)}), config)
+        assert asked == ["p0", "p1", "p2"]
+        paid = [(e["amount"], e["to"]) for e in read_effects(effects)]
+        assert paid == [(10, "p0"), (30, "p2")]
+        rejected = [
+            m for m in out["messages"] if isinstance(m, ToolMessage) and m.status == "error"
+        ]
+        assert len(rejected) == 1 and "not p1" in str(rejected[0].content)
+        os.remove(effects)
