@@ -36,7 +36,7 @@ class ReplayChatModel(BaseChatModel):
     def __init__(
         self, store: RecallStore, agent_id: str, *, strict: bool = True, **kw: Any
     ) -> None:
-        super().__init__(store=store, agent_id=agent_id, strict=strict, **kw)
+        super().__init__(store=store, agent_id=agent_id, strict=strict, **kw)  # type: ignore[call-arg]
         self._recording: list[BaseMessage] | None = None
 
     @property

@@ -39,7 +39,7 @@ class ScriptedChatModel(BaseChatModel):
     seen: list[list[BaseMessage]] = []
 
     def __init__(self, script: Sequence[dict[str, Any]], **kwargs: Any) -> None:
-        super().__init__(script=list(script), **kwargs)
+        super().__init__(script=list(script), **kwargs)  # type: ignore[call-arg]
         self.seen = []
 
     @property

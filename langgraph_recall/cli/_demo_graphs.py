@@ -126,14 +126,15 @@ def build_graph(
     """
 
     def agent(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
-        msgs = list(state["messages"])
+        msgs: list[BaseMessage] = list(state["messages"])
         if brief is not None:
             msgs = brief(msgs, config)
         return {"messages": [model.invoke(msgs)]}
 
     def approval(state: MessagesState) -> dict[str, Any]:
         last = state["messages"][-1]
-        answer = interrupt({"calls": [dict(c) for c in last.tool_calls]})
+        calls = getattr(last, "tool_calls", [])
+        answer = interrupt({"calls": [dict(c) for c in calls]})
         if answer.get("type") != "approve":
             raise RuntimeError("rejected")
         return {}

@@ -97,9 +97,9 @@ def verify(store: RecallStore) -> VerifyReport:
                 )
     bad = store.verify_approvals()
     report.checked["approvals"] = _count(store, "recall_approvals")
-    for a in bad:
+    for ap in bad:
         report.problems.append(
-            f"approval {a.approval_id} for action {a.action_id} has an invalid signature (altered, "
+            f"approval {ap.approval_id} for action {ap.action_id} has an invalid signature (altered, "
             "or made with another secret)"
         )
     return report
