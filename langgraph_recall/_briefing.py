@@ -205,30 +205,32 @@ def _short_id(action_id: str) -> str:
 
 
 def _action_line(a: Action) -> str:
-    call = a.call_text()
-    aid = _short_id(a.action_id)
+    # What to do is said once, in the section title; a line is just the call and its id.
     if a.klass == "idempotent":
-        return (
-            f"- {call} [action {aid}, idempotent]: started, not confirmed. It is re-run with the "
-            "same idempotency key when the tool node resumes; do not call it again yourself."
-        )
-    return (
-        f"- {call} [action {aid}]: started, never confirmed; it may or may not have happened. "
-        "Do not call it again. Check whether it took effect, or ask an operator to run "
-        f"`langgraph-recall resolve {aid} --done` (or `--not-done`)."
-    )
+        return f"- {a.call_text()} [action {_short_id(a.action_id)}, idempotent: re-run with the same key on resume]"
+    return f"- {a.call_text()} [action {_short_id(a.action_id)}]"
+
+
+_DOUBT_TITLE = (
+    "## Unconfirmed calls (in doubt): each may or may not have happened. Do not call them "
+    "again; check whether they took effect, or ask an operator to run "
+    "`langgraph-recall resolve ACTION --done` (or `--not-done`)"
+)
+_APPROVAL_TITLE = (
+    "## Waiting for a person's approval (do not call these again; each runs once approved)"
+)
 
 
 def _approval_line(p: Approval, tool: str | None) -> str:
     if tool and isinstance(p.args, dict):
         what = call_text(tool, p.args)
-    else:
-        what = _one_line(p.message or f"action {_short_id(p.action_id)}")
-    return _cut(
-        f"- {what} [action {_short_id(p.action_id)}]: waiting for a person's decision; do not "
-        "call it again, it runs once approved.",
-        _ITEM_CHARS,
-    )
+    elif p.message:
+        what = _one_line(p.message)
+    else:  # a request recorded before its action: the arguments are all there is
+        what = "a call with " + (
+            _one_line(_value_text(p.args)) if p.args is not None else "no arguments"
+        )
+    return _cut(f"- {what} [action {_short_id(p.action_id)}]", _ITEM_CHARS)
 
 
 def _content_text(message: BaseMessage) -> str:
@@ -369,20 +371,15 @@ def build_briefing(
 
     # Fill in priority order: each section takes what fits of what is left.
     if open_actions:
-        title = (
-            "## Unconfirmed calls (in doubt): settle these first"
-            if any(a.klass != "idempotent" for a in open_actions)
-            else "## Unconfirmed calls"
-        )
         _place(
             meter,
             placed,
-            _Section("open_actions", title, [(1, _action_line(a)) for a in open_actions]),
+            _Section("open_actions", _DOUBT_TITLE, [(1, _action_line(a)) for a in open_actions]),
         )
     if approvals:
         tools = {p.action_id: _tool_of(store, p.action_id) for p in approvals}
         lines = [(2, _approval_line(p, tools[p.action_id])) for p in approvals]
-        _place(meter, placed, _Section("approvals", "## Waiting for a person's approval", lines))
+        _place(meter, placed, _Section("approvals", _APPROVAL_TITLE, lines))
     state_section = _Section("working_state", "## Working state")
     shortened = _place_state(meter, state_section, _state_lines(state))
     if state_section.lines:
@@ -428,14 +425,11 @@ def build_briefing(
 
 def _intro(open_actions: Sequence[Action], tool_hint: bool) -> str:
     intro = (
-        "You are resuming this agent's work (possibly after a crash or in another process). "
-        "What follows is what it wrote down; trust it and do not redo finished steps."
+        "Resuming from what this agent wrote down (after a crash, or in another process): "
+        "trust it and do not redo finished steps."
     )
     if open_actions:
-        intro += (
-            f" The task is NOT finished while {len(open_actions)} unconfirmed call(s) below "
-            "are unsettled."
-        )
+        intro += f" The task is NOT finished while the {len(open_actions)} call(s) below are unconfirmed."
     if tool_hint:
         intro += (
             " Keep the working state current with update_working_state, milestone and set_pointer."

@@ -1,0 +1,352 @@
+"""The briefing as a specification: content and priority, the budget, determinism, cost."""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+from langgraph_recall._briefing import (
+    _APPROVAL_TITLE,
+    _DOUBT_TITLE,
+    BRIEFING_ID,
+    Briefing,
+    build_briefing,
+)
+from langgraph_recall._errors import RecallError
+from langgraph_recall.store import RecallStore, _records
+
+
+def _call(name: str, cid: str, **args: object) -> dict[str, object]:
+    return {"name": name, "args": args, "id": cid, "type": "tool_call"}
+
+
+def _exchange(i: int, text: str = "") -> list:
+    """One human turn, a tool call, its result and a reply; ids unique per ``i``."""
+    return [
+        HumanMessage(f"ask {i} {text}", id=f"h{i}"),
+        AIMessage("", tool_calls=[_call("lookup", f"c{i}", q=f"q{i}")], id=f"a{i}"),
+        ToolMessage(f"found {i}", tool_call_id=f"c{i}", name="lookup", id=f"t{i}"),
+        AIMessage(f"answer {i}", id=f"r{i}"),
+    ]
+
+
+def _section_order(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("## ")]
+
+
+def _tokens(text: str) -> int:
+    return count_tokens_approximately([SystemMessage(text)])
+
+
+# --- content and priority --------------------------------------------------------------------
+
+
+def test_sections_come_in_priority_order_with_in_doubt_external_calls_first(
+    store: RecallStore,
+) -> None:
+    agent = "billing"
+    store.record(agent, _exchange(1, "about billing"))
+    store.update_working_state(agent, goal="migrate billing", plan="dump, load", progress="dumped")
+    store.milestone(agent, "dump finished")
+    store.set_pointer(agent, "dump", "/data/dump.sql", note="raw")
+    store.claim(
+        agent, "act-idem", tool="charge", args={"n": 1}, args_digest="d1", klass="idempotent"
+    )
+    store.claim(agent, "act-ext", tool="send_email", args={"to": "ops"}, args_digest="d2")
+    store.record_decision(agent, "act-pay", "requested", args={"amount": 10}, args_digest="d3")
+    store.put(("recall", agent, "memories"), "m1", {"text": "billing amounts are in cents"})
+
+    b = store.briefing(agent, token_budget=2000)
+
+    assert _section_order(b.text) == [
+        _DOUBT_TITLE,
+        _APPROVAL_TITLE,
+        "## Working state",
+        "## Pointers",
+        "## Relevant memories",
+        "## Recent turns, oldest first",
+    ]
+    assert "NOT finished while the 2 call(s) below are unconfirmed" in b.text
+    assert b.text.index("- send_email(to='ops') [action act-ext]") < b.text.index("charge(n=1)")
+    assert '- a call with {"amount":10} [action act-pay]' in b.text
+    assert "goal: migrate billing" in b.text and "last milestone: dump finished" in b.text
+    assert "- dump: /data/dump.sql (raw)" in b.text
+    assert "- billing amounts are in cents" in b.text
+    assert b.sections == (
+        "header",
+        "open_actions",
+        "approvals",
+        "working_state",
+        "pointers",
+        "memories",
+        "turns",
+    )
+
+
+def test_tool_calls_read_as_calls_and_long_arguments_as_their_length(store: RecallStore) -> None:
+    store.record(
+        "a",
+        [AIMessage("", tool_calls=[_call("write", "c1", path="x.txt", body="z" * 500)], id="a1")],
+    )
+    text = store.briefing("a").text
+    assert "assistant: called write(path='x.txt', body=<502 chars>)" in text
+    assert "z" * 201 not in text
+
+
+def test_large_results_are_references_the_model_can_open(store: RecallStore) -> None:
+    big = "RESULT " + "x" * (store.output_threshold + 100)
+    store.record(
+        "a",
+        [
+            AIMessage("", tool_calls=[_call("fetch", "c1", url="u")], id="a1"),
+            ToolMessage(big, tool_call_id="c1", name="fetch", id="t1"),
+        ],
+    )
+    text = store.briefing("a").text
+    ref = text.split('fetch_output(ref="')[1].split('"')[0]
+    assert f"tool fetch: [stored output, {len(big)} chars" in text
+    assert "x" * 500 not in text
+    assert store.fetch_output(ref) == big
+
+
+def test_recall_tool_chatter_does_not_crowd_out_work(store: RecallStore) -> None:
+    store.record(
+        "a",
+        [
+            AIMessage(
+                "",
+                tool_calls=[
+                    _call("update_working_state", "c1", progress="half"),
+                    _call("deploy", "c2", env="prod"),
+                ],
+                id="a1",
+            ),
+            ToolMessage("saved: progress", tool_call_id="c1", name="update_working_state", id="t1"),
+            ToolMessage("deployed", tool_call_id="c2", name="deploy", id="t2"),
+            AIMessage("", tool_calls=[_call("milestone", "c3", text="deployed")], id="a2"),
+            ToolMessage("milestone saved", tool_call_id="c3", name="milestone", id="t3"),
+        ],
+    )
+    text = store.briefing("a").text
+    assert "assistant: called deploy(env='prod')" in text
+    assert "tool deploy: deployed" in text
+    assert "update_working_state" not in text.split("## Recent turns")[1]
+    assert "saved" not in text and "milestone(" not in text
+
+
+def test_turns_already_in_the_model_input_are_left_out(store: RecallStore) -> None:
+    store.record("a", _exchange(1) + _exchange(2))
+    text = store.briefing("a", exclude_msg_ids=["h2", "a2", "t2", "r2"]).text
+    assert "## Earlier turns not in this conversation, oldest first" in text
+    assert "ask 1" in text and "answer 1" in text
+    assert "ask 2" not in text and "answer 2" not in text and "found 2" not in text
+
+
+def test_recent_turns_are_the_newest_that_fit_printed_oldest_first(store: RecallStore) -> None:
+    store.record("a", [m for i in range(1, 201) for m in _exchange(i)])
+    b = store.briefing("a", token_budget=400)
+    lines = b.text.split("## Recent turns, oldest first\n")[1].splitlines()
+    shown = [int(line.split()[-1]) for line in lines if line.startswith("assistant: answer")]
+    assert shown and shown == sorted(shown) and shown[-1] == 200
+    assert shown == list(range(shown[0], 201))  # contiguous up to the newest
+    assert lines[-1] == "assistant: answer 200"
+    first_seq = (shown[0] - 1) * 4 + 4  # the reply of the oldest exchange shown, or later
+    note = lines[0]
+    assert note.startswith("(") and note.endswith(" earlier turns not shown)")
+    assert int(note[1:].split()[0]) <= first_seq
+    assert b.turns_shown == len(lines) - 1
+
+
+def test_the_same_records_give_the_same_text(store: RecallStore) -> None:
+    store.record("a", _exchange(1))
+    store.update_working_state("a", goal="g")
+    store.claim("a", "act-1", tool="send", args={"x": 1}, args_digest="d")
+    first = store.briefing("a")
+    assert store.briefing("a") == first
+    store.record("a", _exchange(2))
+    assert store.briefing("a") != first  # and it follows the records
+
+
+def test_a_fresh_agent_is_told_it_starts_fresh(store: RecallStore) -> None:
+    text = store.briefing("nobody").text
+    assert "fresh start" in text and "Resuming" not in text
+
+
+def test_memories_are_searched_with_the_latest_human_message(store: RecallStore) -> None:
+    ns = ("recall", "a", "memories")
+    store.put(ns, "m1", {"text": "invoices are sent on fridays"})
+    store.put(ns, "m2", {"text": "refunds need a manager"})
+    store.record("a", [HumanMessage("how do refunds work?", id="h1")])
+    b = store.briefing("a", memory_limit=1)
+    assert "- refunds need a manager" in b.text and "fridays" not in b.text
+    asked = store.briefing("a", memory_limit=1, query="when are invoices sent")
+    assert "- invoices are sent on fridays" in asked.text
+    assert "Relevant memories" not in store.briefing("a", memory_namespace=None).text
+
+
+def test_message_and_notebook_views(store: RecallStore) -> None:
+    store.record("a", [HumanMessage("use <b>tags</b>", id="h1")])
+    b = store.briefing("a")
+    assert isinstance(b.message, SystemMessage)
+    assert b.message.content == b.text and b.message.id == BRIEFING_ID
+    assert "&lt;b&gt;tags&lt;/b&gt;" in b._repr_html_() and "<b>tags" not in b._repr_html_()
+    assert b._repr_markdown_().startswith(b.text)
+    assert str(b) == b.text
+
+
+async def test_async_briefing_is_the_same(store: RecallStore) -> None:
+    store.record("a", _exchange(1))
+    assert await store.abriefing("a", token_budget=500) == store.briefing("a", token_budget=500)
+
+
+# --- the budget ------------------------------------------------------------------------------
+
+
+def _fill(
+    store: RecallStore,
+    agent: str,
+    *,
+    state_chars: int,
+    pointers: int,
+    doubts: int,
+    turns: int,
+    turn_chars: int,
+) -> None:
+    if state_chars:
+        store.update_working_state(
+            agent, goal="G" * state_chars, plan="P" * (state_chars // 2), notes="N" * state_chars
+        )
+    for i in range(pointers):
+        store.set_pointer(agent, f"p{i}", f"/path/{i}/" + "d" * 40)
+    for i in range(doubts):
+        store.claim(
+            agent,
+            f"{agent}-act{i}",
+            tool="send",
+            args={"i": i, "body": "b" * 300},
+            args_digest=f"d{i}",
+        )
+    msgs = []
+    for i in range(turns):
+        msgs.append(HumanMessage(f"q{i} " + "w " * (turn_chars // 2), id=f"{agent}-h{i}"))
+        msgs.append(AIMessage(f"a{i} " + "v" * turn_chars, id=f"{agent}-a{i}"))
+    store.record(agent, msgs)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    budget=st.integers(min_value=200, max_value=8000),
+    state_chars=st.sampled_from([0, 40, 3000, 40000]),
+    pointers=st.integers(0, 30),
+    doubts=st.integers(0, 12),
+    turns=st.integers(0, 60),
+    turn_chars=st.sampled_from([5, 300, 3000]),
+)
+def test_the_budget_bounds_the_whole_briefing(
+    store: RecallStore,
+    budget: int,
+    state_chars: int,
+    pointers: int,
+    doubts: int,
+    turns: int,
+    turn_chars: int,
+) -> None:
+    agent = uuid.uuid4().hex[:10]
+    _fill(
+        store,
+        agent,
+        state_chars=state_chars,
+        pointers=pointers,
+        doubts=doubts,
+        turns=turns,
+        turn_chars=turn_chars,
+    )
+    b = store.briefing(agent, token_budget=budget)
+    assert b.tokens == _tokens(b.text) <= budget
+    # The most important part always survives: what the agent is, and any call in doubt.
+    assert b.text.startswith(f"# Briefing: agent {agent}")
+    if doubts:
+        assert "## Unconfirmed calls" in b.text and "send(i=0, body=<302 chars>)" in b.text
+
+
+@pytest.mark.parametrize("budget", [200, 1000, 8000])
+def test_a_custom_counter_bounds_it_too_even_when_not_additive(
+    store: RecallStore, budget: int
+) -> None:
+    _fill(store, "a", state_chars=3000, pointers=20, doubts=3, turns=80, turn_chars=300)
+
+    def superlinear(messages: list) -> int:
+        # Longer texts cost more than the sum of their parts: per-line estimates undercount.
+        chars = sum(len(str(m.content)) for m in messages)
+        return math.ceil((chars / 3.5) ** 1.04) + 4
+
+    b = build_briefing(store, "a", token_budget=budget, token_counter=superlinear)
+    assert b.tokens == superlinear([SystemMessage(b.text)]) <= budget
+    assert "## Unconfirmed calls" in b.text
+
+
+def test_at_the_smallest_budget_the_most_important_parts_survive(store: RecallStore) -> None:
+    _fill(store, "a", state_chars=0, pointers=10, doubts=1, turns=50, turn_chars=300)
+    store.update_working_state("a", goal="ship the billing migration", progress="step 4 of 6")
+    b = store.briefing("a", token_budget=200)
+    assert b.tokens <= 200
+    assert "send(i=0, body=<302 chars>)" in b.text
+    assert "goal: ship the billing migration" in b.text
+    assert "progress: step 4 of 6" in b.text
+    assert "## Recent turns" not in b.text  # the least important part gives way first
+
+
+def test_a_working_state_over_budget_is_shortened_and_says_so(store: RecallStore) -> None:
+    store.update_working_state("a", goal="reach the goal " * 10, notes="n" * 50_000)
+    b = store.briefing("a", token_budget=300)
+    assert b.tokens <= 300 and b.shortened
+    assert "(working state shortened to fit the token budget)" in b.text
+    assert "goal: reach the goal reach the goal" in b.text  # the short goal kept whole
+    assert re.search(r"n… \(\+\d+ chars\)", b.text)
+    assert not store.briefing("a", token_budget=20_000).shortened
+
+
+def test_a_budget_too_small_for_the_header_is_refused(store: RecallStore) -> None:
+    with pytest.raises(RecallError) as err:
+        store.briefing("a", token_budget=20)
+    assert err.value.code == "invalid_value"
+
+
+# --- cost --------------------------------------------------------------------------------------
+
+
+def test_it_reads_only_what_fits_whatever_the_history_length(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded: list[int] = []
+    real = _records._turn
+
+    def counting(*args: object, **kwargs: object) -> object:
+        decoded.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    store.record("short", [m for i in range(50) for m in _exchange(i)])
+    store.record("long", [m for i in range(2500) for m in _exchange(i)])
+    monkeypatch.setattr(_records, "_turn", counting)
+    store.briefing("short", token_budget=1000)
+    short = len(decoded)
+    decoded.clear()
+    b = store.briefing("long", token_budget=1000)
+    assert len(decoded) <= short + 8  # 10,000 turns read like 200: only a page that fits
+    assert len(decoded) < 4 * b.turns_shown
+
+
+def test_briefing_type_is_a_value(store: RecallStore) -> None:
+    b = store.briefing("a")
+    assert isinstance(b, Briefing) and b.token_budget == 2000 and b.agent_id == "a"
