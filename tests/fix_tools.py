@@ -26,11 +26,13 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Annotated, Any
 
+import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import START, StateGraph
@@ -53,11 +55,15 @@ __all__ = [
     "charge_tool",
     "email_tool",
     "email_worker",
+    "pay_graph",
+    "pay_tool",
+    "pay_worker",
     "read_effects",
     "record_effect",
     "reply",
     "run_to_end",
     "spawn",
+    "zygotes",
 ]
 
 
@@ -243,6 +249,66 @@ def email_worker(
         return 0 if done else 3
     finally:
         store.close()
+
+
+def pay_tool(effects: str) -> BaseTool:
+    """``pay(amount, to)``: records the payment with its idempotency key."""
+
+    @tool
+    def pay(amount: int, to: str, key: IdempotencyKey) -> str:
+        """Pay someone."""
+        record_effect(effects, what="pay", amount=amount, to=to, key=key)
+        return f"paid {amount} to {to}"
+
+    return pay
+
+
+def pay_graph(
+    store: Any, saver: Any, effects: str, *, amount: int = 10, to: str = "alice", prefix: str = "ai"
+) -> Any:
+    """An agent that asks once for ``pay(amount, to)``, gated by approval (external)."""
+    from langgraph_recall.tools import DurableToolNode
+
+    node = DurableToolNode([pay_tool(effects)], classes={"pay": "external"}, approve=("pay",))
+    script = [reply("", call("pay", amount=amount, to=to)), reply("done")]
+    return build_graph(node, script, store=store, checkpointer=saver, name_prefix=prefix)
+
+
+def pay_worker(target: str, agent_id: str, effects: str, step: str, resume: Any = None) -> int:
+    """One step of the pay agent in its own process: ``start``, ``resume`` (with ``resume``)
+    or ``continue`` (``invoke(None)``, what a restarted worker does)."""
+    from langgraph.types import Command
+
+    from langgraph_recall import RecallStore
+
+    store = RecallStore.open(target)
+    try:
+        saver = store.checkpointer(lease_ttl=30.0, wait=60.0, holder=f"worker-{agent_id}")
+        graph = pay_graph(store, saver, effects, prefix=agent_id)
+        config = {"configurable": {"thread_id": agent_id}}
+        if step == "start":
+            graph.invoke({"messages": [HumanMessage("pay alice 10")]}, config)
+        elif step == "resume":
+            graph.invoke(Command(resume=resume), config)
+        else:
+            graph.invoke(None, config)
+        return 0
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="session")
+def zygotes() -> Iterator[list[Zygote]]:
+    """Three fork servers for the whole session (import them into a test module to use)."""
+    started: list[Zygote] = []
+    threads = [threading.Thread(target=lambda: started.append(Zygote())) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    yield started
+    for z in started:
+        z.close()
 
 
 # --- processes ----------------------------------------------------------------------------------

@@ -14,33 +14,18 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fix_tools import Zygote, read_effects
+from fix_tools import Zygote, read_effects, zygotes  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
 
 TRIALS = 20
 EMAILS = 5
-WORKERS = 3
 SLEEP = 0.06  # seconds the email tool sleeps after its effect, before answering
 WORKER = "fix_tools:email_worker"
-
-
-@pytest.fixture(scope="module")
-def zygotes() -> Iterator[list[Zygote]]:
-    started: list[Zygote] = []
-    threads = [threading.Thread(target=lambda: started.append(Zygote())) for _ in range(WORKERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    yield started
-    for z in started:
-        z.close()
 
 
 @dataclass
@@ -73,7 +58,7 @@ def _trial(z: Zygote, target: str, trial: Trial, mode: str, delays: list[float])
 
 
 def _run(
-    zygotes: list[Zygote], target: str, tmp: Path, mode: str, schedules: list[list[float]]
+    pool: list[Zygote], target: str, tmp: Path, mode: str, schedules: list[list[float]]
 ) -> list[Trial]:
     trials = [Trial(f"{mode}-{i}", str(tmp / f"{mode}-{i}.log")) for i in range(len(schedules))]
     todo: queue.Queue[int] = queue.Queue()
@@ -92,7 +77,7 @@ def _run(
             except BaseException as exc:  # reported below, with the others' results
                 errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(z,)) for z in zygotes]
+    threads = [threading.Thread(target=work, args=(z,)) for z in pool]
     for t in threads:
         t.start()
     for t in threads:
@@ -119,7 +104,10 @@ def _full_run_seconds(z: Zygote, target: str, tmp: Path) -> float:
 
 
 def test_kill9_at_random_sends_each_email_at_most_once(
-    zygotes: list[Zygote], store_target: str, store, tmp_path: Path
+    zygotes: list[Zygote],  # noqa: F811 (the fixture)
+    store_target: str,
+    store,
+    tmp_path: Path,
 ) -> None:
     span = _full_run_seconds(zygotes[0], store_target, tmp_path)
     rng = random.Random(20261129)

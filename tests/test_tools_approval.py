@@ -1,0 +1,264 @@
+"""Approvals bind to the exact arguments a person saw, are spent once, and a "no" wins.
+
+The tampering cases follow research 0.4: between the interrupt and the resume the saved call
+is replaced (same message id, same tool call id) with ``pay(9999, "mallory")``. With
+HumanInTheLoopMiddleware that executes; here it must not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fix_tools import Zygote, pay_graph, read_effects, zygotes  # noqa: F401 (fixture)
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.types import Command
+from pydantic import ValidationError
+
+
+@pytest.fixture
+def saver(store) -> Iterator[Any]:
+    cp = store.checkpointer()
+    yield cp
+    cp.close()
+
+
+def _start(graph: Any, agent: str) -> tuple[dict[str, Any], Any]:
+    config = {"configurable": {"thread_id": agent}}
+    out = graph.invoke({"messages": [HumanMessage("pay alice 10")]}, config)
+    [pending] = out["__interrupt__"]
+    return config, pending
+
+
+def _paid(effects: str) -> list[tuple[int, str]]:
+    return [(e["amount"], e["to"]) for e in read_effects(effects)]
+
+
+def _last_tool_message(out: dict[str, Any]) -> ToolMessage:
+    return [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+
+
+def _tamper(graph: Any, config: dict[str, Any], amount: int = 9999, to: str = "mallory") -> None:
+    """Replace the saved call, keeping the message id and the tool call id."""
+    ai = [m for m in graph.get_state(config).values["messages"] if isinstance(m, AIMessage)][-1]
+    forged = dict(ai.tool_calls[0], args={"amount": amount, "to": to})
+    graph.update_state(config, {"messages": [AIMessage(ai.content, id=ai.id, tool_calls=[forged])]})
+
+
+def test_request_shows_the_call_and_an_approval_runs_it_once(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, pending = _start(graph, "ok")
+    value = pending.value
+    assert (value["type"], value["tool"], value["args"]) == (
+        "approval_request",
+        "pay",
+        {"amount": 10, "to": "alice"},
+    )
+    assert [a.action_id for a in store.pending_approvals("ok")] == [value["action_id"]]
+    out = graph.invoke(Command(resume={"type": "approve", "digest": value["digest"]}), config)
+    assert _paid(effects) == [(10, "alice")]
+    assert _last_tool_message(out).content == "paid 10 to alice"
+    assert store.pending_approvals("ok") == [] and store.verify_approvals() == []
+
+
+def test_edited_saved_call_is_refused_and_nothing_runs(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, _ = _start(graph, "tamper")
+    _tamper(graph, config)
+    # A bare resume: what executes pay(9999, "mallory") under HumanInTheLoopMiddleware.
+    out = graph.invoke(Command(resume={"type": "approve"}), config)
+    assert _paid(effects) == []
+    message = _last_tool_message(out)
+    assert message.status == "error" and message.artifact["recall"]["code"] == "approval_mismatch"
+
+
+def test_hitl_decisions_form_is_accepted_and_bound_the_same_way(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, _ = _start(graph, "hitl")
+    _tamper(graph, config)
+    graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert _paid(effects) == []
+
+
+def test_replayed_resume_does_not_run_the_call_again(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, _ = _start(graph, "replay")
+    graph.invoke(Command(resume={"type": "approve"}), config)
+    graph.invoke(Command(resume={"type": "approve"}), config)
+    before_tools = next(s for s in graph.get_state_history(config) if s.next == ("tools",))
+    graph.invoke(Command(resume={"type": "approve"}), before_tools.config)
+    assert _paid(effects) == [(10, "alice")]
+
+
+def test_reject_runs_nothing_and_tells_the_model(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, _ = _start(graph, "reject")
+    out = graph.invoke(Command(resume={"type": "reject", "message": "wrong invoice"}), config)
+    assert _paid(effects) == []
+    message = _last_tool_message(out)
+    assert "rejected" in str(message.content) and "wrong invoice" in str(message.content)
+    assert store.latest_decision(message.artifact["recall"]["action_id"]).decision == "reject"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"type": "edit", "args": {"amount": 5, "to": "bob"}},
+        {
+            "decisions": [
+                {
+                    "type": "edit",
+                    "edited_action": {"name": "pay", "args": {"amount": 5, "to": "bob"}},
+                }
+            ]
+        },
+    ],
+)
+def test_edit_runs_the_edited_arguments_and_tells_the_model(store, saver, tmp_path, edit) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, _ = _start(graph, "edit")
+    out = graph.invoke(Command(resume=edit), config)
+    assert _paid(effects) == [(5, "bob")]
+    content = str(_last_tool_message(out).content)
+    assert "edited" in content and "pay(amount=5, to='bob')" in content
+
+
+def test_edit_cannot_switch_the_tool(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, _ = _start(graph, "switch")
+    edit = {
+        "decisions": [
+            {
+                "type": "edit",
+                "edited_action": {"name": "refund", "args": {"amount": 5, "to": "bob"}},
+            }
+        ]
+    }
+    out = graph.invoke(Command(resume=edit), config)
+    assert (
+        _paid(effects) == []
+        and _last_tool_message(out).artifact["recall"]["code"] == "approval_mismatch"
+    )
+
+
+def test_approval_for_another_digest_is_refused(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, _ = _start(graph, "digest")
+    out = graph.invoke(Command(resume={"type": "approve", "digest": "0" * 64}), config)
+    assert (
+        _paid(effects) == []
+        and _last_tool_message(out).artifact["recall"]["code"] == "approval_mismatch"
+    )
+
+
+def test_invalid_answer_can_be_given_again(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, _ = _start(graph, "invalid")
+    with pytest.raises(ValidationError):
+        graph.invoke(Command(resume="yes please"), config)
+    graph.invoke(Command(resume={"type": "approve"}), config)
+    assert _paid(effects) == [(10, "alice")]
+
+
+# --- across processes -------------------------------------------------------------------------
+
+
+def _worker(
+    z: Zygote,
+    target: str,
+    agent: str,
+    effects: str,
+    step: str,
+    resume: Any = None,
+    faults: str | None = None,
+) -> int:
+    kwargs: dict[str, Any] = {"target": target, "agent_id": agent, "effects": effects, "step": step}
+    if resume is not None:
+        kwargs["resume"] = resume
+    if faults:
+        kwargs["faults"] = faults
+    z.start("fix_tools:pay_worker", **kwargs)
+    code = z.wait(120)
+    assert code is not None
+    return code
+
+
+@pytest.mark.slow
+def test_approved_on_one_worker_executed_once_by_another(
+    zygotes, store_target, store, tmp_path
+) -> None:  # noqa: F811
+    effects = str(tmp_path / "e.log")
+    z = zygotes[0]
+    assert _worker(z, store_target, "two", effects, "start") == 0
+    # Worker 2 records the person's "yes" and dies before spending it or running anything.
+    assert (
+        _worker(
+            z,
+            store_target,
+            "two",
+            effects,
+            "resume",
+            {"type": "approve"},
+            "approval_recorded=1:exit",
+        )
+        == 99
+    )
+    assert _paid(effects) == []
+    # Worker 3 picks the run up: it runs exactly the approved call, once.
+    assert _worker(z, store_target, "two", effects, "continue") == 0
+    assert _worker(z, store_target, "two", effects, "continue") == 0
+    assert _paid(effects) == [(10, "alice")]
+
+
+@pytest.mark.slow
+def test_a_later_no_is_enforced(zygotes, store_target, store, tmp_path) -> None:  # noqa: F811
+    effects = str(tmp_path / "e.log")
+    z = zygotes[0]
+    assert _worker(z, store_target, "later-no", effects, "start") == 0
+    [request] = store.pending_approvals("later-no")
+    assert (
+        _worker(
+            z,
+            store_target,
+            "later-no",
+            effects,
+            "resume",
+            {"type": "approve"},
+            "approval_recorded=1:exit",
+        )
+        == 99
+    )
+    assert store.latest_decision(request.action_id).decision == "approve"
+    store.record_decision("later-no", request.action_id, "reject", message="changed my mind")
+    assert _worker(z, store_target, "later-no", effects, "continue") == 0
+    assert _paid(effects) == [] and store.actions("later-no") == []
+
+
+@pytest.mark.slow
+def test_approval_is_spent_by_one_attempt(zygotes, store_target, store, tmp_path) -> None:  # noqa: F811
+    """A crash after the approved call started leaves it in doubt; a person says it did not
+    happen. The old "yes" was used by that attempt: the call does not run again on it."""
+    effects = str(tmp_path / "e.log")
+    z = zygotes[0]
+    assert _worker(z, store_target, "spent", effects, "start") == 0
+    assert (
+        _worker(
+            z, store_target, "spent", effects, "resume", {"type": "approve"}, "tool_claimed=1:exit"
+        )
+        == 99
+    )
+    [action] = store.actions("spent", open_only=True)
+    store.resolve(action.action_id, "not_done", note="the bank has no such payment")
+    assert _worker(z, store_target, "spent", effects, "continue") == 0
+    assert _paid(effects) == []
+    assert store.action(action.action_id).status == "not_done"
