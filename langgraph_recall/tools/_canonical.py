@@ -111,8 +111,9 @@ def canonical_bytes(value: Any) -> bytes:
 
 def args_digest(tool: str, args: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of the tool name and its canonical arguments."""
+    name = tool.encode("utf-8", "surrogatepass")
     h = hashlib.sha256(_VERSION)
-    h.update(b"\0" + tool.encode("utf-8", "surrogatepass") + b"\0")
+    h.update(len(name).to_bytes(8, "big") + name)
     h.update(canonical_bytes(dict(args)))
     return h.hexdigest()
 
@@ -138,8 +139,12 @@ def canonical_args(
 
 def action_key(agent_id: str, ai_message_id: str, tool_call_id: str, tool: str) -> str:
     """The id of one tool call, stable across crashes and resumes (32 hex characters)."""
-    raw = "\x1f".join(("recall-action-v1", agent_id, ai_message_id, tool_call_id, tool))
-    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    h = hashlib.sha256(b"recall-action-v1")
+    for part in (agent_id, ai_message_id, tool_call_id, tool):
+        data = part.encode("utf-8", "surrogatepass")
+        # Length-prefixed, so no choice of ids can make two different calls share a key.
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()[:32]
 
 
 def messages_of(state: Any, messages_key: str = "messages") -> list[BaseMessage]:
