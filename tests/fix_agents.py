@@ -345,3 +345,24 @@ if __name__ == "__main__":
 
     warnings.filterwarnings("ignore", message=".*create_react_agent has been moved.*")
     sys.exit(worker(json.loads(sys.argv[1])))
+
+
+def run_task(graph: Any, thread: str, agent: str, text: str, *, use_async: bool) -> dict[str, Any]:
+    """One run of ``graph`` with a new human message, sync or async."""
+    cfg = config(thread, agent)
+    inputs = {"messages": [HumanMessage(text)]}
+    if use_async:
+        return asyncio.run(graph.ainvoke(inputs, cfg))
+    return graph.invoke(inputs, cfg)  # type: ignore[no-any-return]
+
+
+def repeated_turns(messages: Sequence[BaseMessage]) -> list[str]:
+    """Marks of turns (results, tasks, replies) found more than once in one model input."""
+    text = "\n".join(_text(m) for m in messages)
+    counts: dict[str, int] = {}
+    for mark in UNIQUE_MARKS.findall(text):
+        counts[mark] = counts.get(mark, 0) + 1
+    return sorted(k for k, n in counts.items() if n > 1)
+
+
+UNIQUE_MARKS = re.compile(r"RESULT-\d+|TASK-\d+|Working on step \d+\.|Checking step \d+\.")

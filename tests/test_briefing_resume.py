@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
 import pytest
-from fix_agents import GOAL, STEPS, STYLES, read_effects, read_seen
+from fix_agents import GOAL, STEPS, STYLES, read_effects, read_seen, repeated_turns
+from langchain_core.messages import HumanMessage
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.slow
@@ -43,16 +43,9 @@ def _briefing(model_input: list[dict[str, str]]) -> str:
     return "\n".join(m["content"] for m in model_input if m["type"] == "system")
 
 
-_UNIQUE = re.compile(r"RESULT-\d+|TASK-\d+|Working on step \d+\.|Checking step \d+\.")
-
-
 def _repeated_turns(model_input: list[dict[str, str]]) -> list[str]:
     """Marks of turns (results, tasks, replies) that occur more than once in one model input."""
-    text = "\n".join(m["content"] for m in model_input)
-    counts: dict[str, int] = {}
-    for mark in _UNIQUE.findall(text):
-        counts[mark] = counts.get(mark, 0) + 1
-    return sorted(k for k, n in counts.items() if n > 1)
+    return repeated_turns([HumanMessage(m["content"]) for m in model_input])
 
 
 @pytest.mark.parametrize("style", STYLES)

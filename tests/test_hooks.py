@@ -1,0 +1,193 @@
+"""How the briefing reaches the model, in every graph style, sync and async, on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from fix_agents import (
+    GOAL,
+    STEPS,
+    STYLES,
+    TaskModel,
+    build,
+    config,
+    repeated_turns,
+    run_task,
+    task_tools,
+)
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from langgraph_recall import _hooks
+from langgraph_recall._briefing import BRIEFING_ID
+from langgraph_recall._errors import RecallError
+from langgraph_recall._hooks import (
+    UNSTORED_MARKER,
+    awith_briefing,
+    briefing_node,
+    record_node,
+    with_briefing,
+)
+from langgraph_recall.store import RecallStore
+
+pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+MODES = [pytest.param(False, id="sync"), pytest.param(True, id="async")]
+
+
+def _agent(style: str, store: RecallStore, tmp_path: Any, **kw: Any) -> tuple[Any, TaskModel]:
+    model = TaskModel()
+    tools = task_tools(str(tmp_path) + "/effects.txt")
+    return build(style, model, tools, store=store, checkpointer=InMemorySaver(), **kw), model
+
+
+def _system(messages: list[Any]) -> str:
+    return "\n".join(str(m.content) for m in messages if isinstance(m, SystemMessage))
+
+
+@pytest.mark.parametrize("use_async", MODES)
+@pytest.mark.parametrize("style", STYLES)
+def test_each_style_briefs_every_model_call_and_never_shows_a_turn_twice(
+    style: str, use_async: bool, store: RecallStore, tmp_path: Any
+) -> None:
+    graph, model = _agent(style, store, tmp_path)
+    out = run_task(graph, "A", "billing", "TASK-0: go.", use_async=use_async)
+    assert out["messages"][-1].content == f"All {STEPS} steps done."
+
+    # Refreshed on every call: the goal set by the first reply is in the second call's briefing.
+    assert "## Working state" not in _system(model.seen[0])
+    assert f"goal: {GOAL}" in _system(model.seen[1])
+    assert f"progress: done through step {STEPS - 1}" in _system(model.seen[-2])
+    # The briefing reaches the model but never the conversation.
+    assert all(not isinstance(m, SystemMessage) or style == "middleware" for m in out["messages"])
+    assert not any(m.id == BRIEFING_ID for m in out["messages"])
+    # Every message was recorded, once, in order.
+    assert [t.msg_id for t in store.turns("billing")] == [m.id for m in out["messages"]]
+
+    # Same thread, later: the conversation holds every turn, so the briefing repeats none.
+    model.seen.clear()
+    run_task(graph, "A", "billing", "TASK-1: anything left?", use_async=use_async)
+    assert model.seen and all(repeated_turns(seen) == [] for seen in model.seen)
+    assert "## Earlier turns" not in _system(model.seen[0])
+
+    # A new thread for the same agent carries the last turns.
+    model.seen.clear()
+    run_task(graph, "B", "billing", "TASK-2: report.", use_async=use_async)
+    given = _system(model.seen[0])
+    assert "## Earlier turns not in this conversation, oldest first" in given
+    assert given.rstrip().endswith("assistant: All 6 steps done.")
+    assert "user: TASK-1: anything left?" in given
+    assert all(repeated_turns(seen) == [] for seen in model.seen)
+
+
+def test_react_checkpoints_keep_a_marker_not_the_briefing(
+    store: RecallStore, tmp_path: Any
+) -> None:
+    """LangGraph persists ``llm_input_messages`` in every checkpoint: measure what it keeps."""
+    store.update_working_state("billing", notes="context " * 3000)  # a briefing as big as allowed
+    serde = JsonPlusSerializer()
+    sizes = {}
+    for budget in (300, 6000):
+        graph, model = _agent("react", store, tmp_path, token_budget=budget)
+        cfg = config(f"t{budget}", "billing")
+        graph.invoke({"messages": [HumanMessage("TASK-0: go.")]}, cfg)
+        briefings = [m for seen in model.seen for m in seen if str(m.content).startswith("# Brief")]
+        assert briefings and max(len(str(b.content)) for b in briefings) > budget * 3
+        stored = []
+        for saved in graph.checkpointer.list(cfg):
+            value = saved.checkpoint["channel_values"].get("llm_input_messages")
+            if value:
+                assert value[0].content == UNSTORED_MARKER  # what a checkpoint holds instead
+                stored.append(len(serde.dumps_typed(value[0])[1]))
+        assert stored
+        sizes[budget] = max(stored)
+    # 20 times the budget, the same bytes per checkpoint: briefings do not grow checkpoints.
+    assert sizes[300] == sizes[6000] < 300
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_briefing_node_puts_one_briefing_in_state_per_thread(
+    store: RecallStore, use_async: bool
+) -> None:
+    store.update_working_state("a", goal="write the report")
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"reply {len(state['messages'])}")]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("brief", briefing_node)
+    g.add_node("model", reply)
+    g.add_node("record", record_node)
+    g.add_edge(START, "brief")
+    g.add_edge("brief", "model")
+    g.add_edge("model", "record")
+    g.add_edge("record", END)
+    app = g.compile(checkpointer=InMemorySaver(), store=store)
+    cfg = config("t1", "a")
+    for text in ("first", "second"):
+        inputs = {"messages": [SystemMessage("You write reports."), HumanMessage(text)]}
+        if use_async:
+            out = asyncio.run(
+                app.ainvoke(inputs if text == "first" else {"messages": [HumanMessage(text)]}, cfg)
+            )
+        else:
+            out = app.invoke(inputs if text == "first" else {"messages": [HumanMessage(text)]}, cfg)
+    kinds = [(type(m).__name__, m.id == BRIEFING_ID) for m in out["messages"]]
+    assert kinds[:3] == [("SystemMessage", False), ("SystemMessage", True), ("HumanMessage", False)]
+    assert sum(is_b for _, is_b in kinds) == 1
+    assert "goal: write the report" in str(out["messages"][1].content)
+    # Recorded: every turn but the briefing itself.
+    recorded = [t.msg_id for t in store.turns("a")]
+    assert BRIEFING_ID not in recorded
+    assert recorded == [m.id for m in out["messages"] if m.id != BRIEFING_ID]
+
+
+async def test_with_briefing_outside_a_graph_takes_store_and_config(store: RecallStore) -> None:
+    store.record("a", [HumanMessage("old question", id="h0")])
+    messages = [SystemMessage("prompt"), HumanMessage("new question", id="h1")]
+    with pytest.raises(RecallError) as err:
+        with_briefing(messages)
+    assert err.value.code == "invalid_value" and "store=RecallStore.open" in str(err.value)
+    with pytest.raises(RecallError) as err:
+        with_briefing(messages, store=store)
+    assert err.value.code == "invalid_value" and '"agent_id"' in str(err.value)
+    cfg = {"configurable": {"thread_id": "t", "agent_id": "a"}}
+    out = with_briefing(messages, config=cfg, store=store, token_budget=300)
+    assert [type(m).__name__ for m in out] == ["SystemMessage", "SystemMessage", "HumanMessage"]
+    assert out[1].id == BRIEFING_ID and "user: old question" in str(out[1].content)
+    assert await awith_briefing(messages, config=cfg, store=store, token_budget=300) == out
+    # A briefing already in the messages is replaced, never doubled.
+    again = with_briefing(out, config=cfg, store=store, token_budget=300)
+    assert [m.id for m in again].count(BRIEFING_ID) == 1
+
+
+@pytest.mark.parametrize("checkpointer", ["memory", "recall"])
+def test_hooks_record_only_when_the_checkpointer_does_not(
+    store: RecallStore, tmp_path: Any, checkpointer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    real = _hooks.record_messages
+
+    def counting(*args: Any, **kwargs: Any) -> int:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_hooks, "record_messages", counting)
+    saver = InMemorySaver() if checkpointer == "memory" else store.checkpointer(lease_ttl=10)
+    model = TaskModel()
+    graph = build(
+        "react", model, task_tools(str(tmp_path) + "/e.txt"), store=store, checkpointer=saver
+    )
+    out = graph.invoke({"messages": [HumanMessage("TASK-0: go.")]}, config("t", "a"))
+    assert (len(calls) > 0) == (checkpointer == "memory")
+    # Either way every message is recorded exactly once.
+    assert [t.msg_id for t in store.turns("a")] == [m.id for m in out["messages"]]
+
+
+def test_hook_options_make_a_new_hook(store: RecallStore) -> None:
+    hook = _hooks.pre_model_hook.with_options(token_budget=321, memory_limit=0)
+    assert hook.opts.token_budget == 321 and hook.opts.briefing == {"memory_limit": 0}
+    assert _hooks.pre_model_hook.opts.token_budget == 2000
