@@ -1,0 +1,147 @@
+"""RecallMiddleware on ``create_agent``: the briefing in the system message (never stored), the
+recall tools, the recording, and the durable-tool options."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from fix_agents import TaskModel, config, task_tools
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from langgraph_recall._briefing import RECALL_TOOL_NAMES
+from langgraph_recall._middleware import RecallMiddleware
+from langgraph_recall.store import RecallStore
+from langgraph_recall.testing import ScriptedChatModel, call, reply
+from langgraph_recall.tools import ActionEnd
+
+MODES = [pytest.param(False, id="sync"), pytest.param(True, id="async")]
+
+
+def _invoke(graph: Any, inputs: Any, cfg: dict[str, Any], use_async: bool) -> dict[str, Any]:
+    if use_async:
+        return asyncio.run(graph.ainvoke(inputs, cfg))
+    return graph.invoke(inputs, cfg)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_the_briefing_joins_the_system_prompt_and_is_never_stored(
+    store: RecallStore, tmp_path: Any, use_async: bool
+) -> None:
+    store.update_working_state("billing", goal="keep the ledger balanced")
+    model = TaskModel()
+    saver = InMemorySaver()
+    agent = create_agent(
+        model,
+        task_tools(str(tmp_path) + "/e.txt"),
+        system_prompt="You migrate billing data.",
+        middleware=[RecallMiddleware(classes={"work": "external", "check": "pure"})],
+        checkpointer=saver,
+        store=store,
+    )
+    cfg = config("t1", "billing")
+    out = _invoke(agent, {"messages": [HumanMessage("TASK-0: go.")]}, cfg, use_async)
+
+    for seen in model.seen:
+        system = seen[0]
+        assert isinstance(system, SystemMessage)
+        assert str(system.content).startswith(
+            "You migrate billing data.\n\n# Briefing: agent billing"
+        )
+        assert sum(isinstance(m, SystemMessage) for m in seen) == 1
+    assert "goal: keep the ledger balanced" in str(model.seen[0][0].content)
+    assert not any(isinstance(m, SystemMessage) for m in out["messages"])
+    for saved in saver.list(cfg):  # no checkpoint holds any briefing
+        assert "# Briefing" not in repr(saved.checkpoint["channel_values"])
+    assert [t.msg_id for t in store.turns("billing")] == [m.id for m in out["messages"]]
+
+
+def test_a_system_prompt_of_content_blocks_keeps_its_blocks_first(store: RecallStore) -> None:
+    model = ScriptedChatModel([reply("ok")])
+    prompt = SystemMessage(
+        [{"type": "text", "text": "Static.", "cache_control": {"type": "ephemeral"}}]
+    )
+    agent = create_agent(
+        model, [], system_prompt=prompt, middleware=[RecallMiddleware()], store=store
+    )
+    agent.invoke({"messages": [HumanMessage("hi")]}, config("t", "a"))
+    blocks = model.seen[0][0].content
+    assert blocks[0] == {"type": "text", "text": "Static.", "cache_control": {"type": "ephemeral"}}
+    assert blocks[1]["type"] == "text" and blocks[1]["text"].startswith("# Briefing: agent a")
+
+
+def test_it_registers_the_recall_tools_as_pure() -> None:
+    tools = RecallMiddleware().tools
+    assert {t.name for t in tools} == RECALL_TOOL_NAMES
+    assert all(t.metadata == {"recall_class": "pure"} for t in tools)
+    assert RecallMiddleware(tools=False).tools == []
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_settle_runs_before_the_model_sees_anything(store: RecallStore, use_async: bool) -> None:
+    # A crash left an email in doubt; the resolver can tell it went out.
+    store.claim("a", "act-email", tool="send_email", args={"to": "ops"}, args_digest="d")
+    events: list[str] = []
+
+    def resolver(action: Any) -> ActionEnd:
+        events.append(f"resolved {action.tool}")
+        return ActionEnd("done", result="sent", resolution="found it in the outbox")
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return "sent"
+
+    class Watching(ScriptedChatModel):
+        def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            events.append("model")
+            return super()._generate(messages, *args, **kwargs)
+
+    model = Watching([reply("done")])
+    agent = create_agent(
+        model,
+        [send_email],
+        middleware=[RecallMiddleware(classes={"send_email": "external"}, resolver=resolver)],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
+    _invoke(agent, {"messages": [HumanMessage("hi")]}, config("t", "a"), use_async)
+    assert events == ["resolved send_email", "model"]
+    assert store.action("act-email").status == "done"
+    assert "Unconfirmed calls" not in str(model.seen[0][0].content)
+
+
+def test_approval_and_once_only_options_reach_the_tool_calls(
+    store: RecallStore, tmp_path: Any
+) -> None:
+    sent: list[int] = []
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        sent.append(amount)
+        return f"paid {amount}"
+
+    model = ScriptedChatModel([reply("", call("pay", amount=10)), reply("done")])
+    agent = create_agent(
+        model,
+        [pay],
+        middleware=[RecallMiddleware(classes={"pay": "external"}, approve=("pay",))],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
+    cfg = config("t", "a")
+    out = agent.invoke({"messages": [HumanMessage("pay 10")]}, cfg)
+    request = out["__interrupt__"][0].value
+    assert request["type"] == "approval_request" and request["args"] == {"amount": 10}
+    assert sent == []
+    out = agent.invoke(Command(resume={"type": "approve"}), cfg)
+    assert sent == [10]
+    assert out["messages"][-1].content == "done"
+    # The same call again (a replayed resume) returns the recorded result, it does not pay twice.
+    assert [a.status for a in store.actions("a")] == ["done"]
