@@ -37,7 +37,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.prebuilt import tools_condition
+from langgraph.prebuilt import ToolRuntime, tools_condition
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
@@ -55,6 +55,7 @@ __all__ = [
     "charge_tool",
     "email_tool",
     "email_worker",
+    "key_worker",
     "pay_graph",
     "pay_tool",
     "pay_worker",
@@ -290,6 +291,65 @@ def pay_worker(target: str, agent_id: str, effects: str, step: str, resume: Any 
             graph.invoke({"messages": [HumanMessage("pay alice 10")]}, config)
         elif step == "resume":
             graph.invoke(Command(resume=resume), config)
+        else:
+            graph.invoke(None, config)
+        return 0
+    finally:
+        store.close()
+
+
+def key_worker(target: str, agent_id: str, effects: str, step: str, crash_flag: str) -> int:
+    """``book`` (idempotent) dies inside the tool the first time, after its effect; then
+    ``confirm`` (external) asks a person with ``interrupt()``. Each records the key it got
+    three ways: the hidden parameter, ``current_idempotency_key()`` and the runtime config."""
+    from langgraph.types import Command, interrupt
+
+    from langgraph_recall import RecallStore
+    from langgraph_recall.tools import DurableToolNode
+
+    def seen(what: str, key: str, runtime: Any) -> None:
+        record_effect(
+            effects,
+            what=what,
+            key=key,
+            ctx=current_idempotency_key(),
+            cfg=runtime.config["configurable"].get("recall_idempotency_key"),
+        )
+
+    @tool
+    def book(room: str, key: IdempotencyKey, runtime: ToolRuntime) -> str:
+        """Book a room."""
+        seen("book", key, runtime)
+        if not os.path.exists(crash_flag):
+            open(crash_flag, "w").close()
+            os._exit(9)  # killed inside the tool, after its effect
+        return f"booked {room}"
+
+    @tool
+    def confirm(room: str, key: IdempotencyKey, runtime: ToolRuntime) -> str:
+        """Ask a person to confirm."""
+        seen("confirm-asked", key, runtime)
+        answer = interrupt({"confirm": room})
+        seen("confirm-done", key, runtime)
+        return f"confirmed: {answer}"
+
+    store = RecallStore.open(target)
+    try:
+        saver = store.checkpointer(lease_ttl=30.0, wait=60.0, holder=f"worker-{agent_id}")
+        node = DurableToolNode(
+            [book, confirm], classes={"book": "idempotent", "confirm": "external"}
+        )
+        script = [
+            reply("", call("book", room="r1")),
+            reply("", call("confirm", room="r1")),
+            reply("ok"),
+        ]
+        graph = build_graph(node, script, store=store, checkpointer=saver, name_prefix=agent_id)
+        config = {"configurable": {"thread_id": agent_id}}
+        if step == "start":
+            graph.invoke({"messages": [HumanMessage("book r1")]}, config)
+        elif step == "resume":
+            graph.invoke(Command(resume="yes"), config)
         else:
             graph.invoke(None, config)
         return 0
