@@ -5,6 +5,12 @@ already in the request, so the replay is deterministic across processes and resu
 replying it checks that what the graph sends now (the inputs and tool results since the last
 reply) matches what was recorded; a difference raises ``replay_mismatch`` naming the step.
 Durable tools return their recorded results, so replay repeats no side effect.
+
+How to replay: compile the same graph with ``store=`` the agent's store and a checkpointer that
+records nothing (``InMemorySaver()``), and invoke it under the same ``agent_id`` (the durable
+tools find their records by it) on a new thread, with the recorded first input
+(``store.turns(agent_id)[0].message``). With ``store.checkpointer()`` instead, the replay's tool
+messages would be recorded as new turns of the agent.
 """
 
 from __future__ import annotations
@@ -25,7 +31,13 @@ if TYPE_CHECKING:
 
 
 class ReplayChatModel(BaseChatModel):
-    """A chat model that answers with an agent's recorded model replies, in order."""
+    """A chat model that answers with an agent's recorded model replies, in order.
+
+    ``strict`` (default): before each reply, check that the inputs and tool results the graph
+    sends match the recording. Raises ``RecallError``: ``replay_mismatch`` (with ``step``, the
+    model call number) when they differ or the graph asks for more replies than were
+    recorded; ``unknown_agent`` when the agent has no recorded turns.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
