@@ -1,0 +1,148 @@
+"""The recall tools: small schemas, the store and agent found from the running graph, errors the
+model can act on, pure for the durable tool node."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+
+from langgraph_recall._briefing import RECALL_TOOL_NAMES
+from langgraph_recall._recall_tools import recall_tools
+from langgraph_recall.store import RecallStore
+from langgraph_recall.tools import DurableToolNode
+
+MODES = [pytest.param(False, id="sync"), pytest.param(True, id="async")]
+
+
+def _run_calls(
+    store: RecallStore,
+    calls: list[dict[str, Any]],
+    *,
+    agent: str = "a",
+    use_async: bool = False,
+    node: Any = None,
+) -> list[Any]:
+    """Run tool calls through a tool node in a graph compiled with the store; the results."""
+    g = StateGraph(MessagesState)
+    g.add_node("tools", node or ToolNode(recall_tools()))
+    g.add_edge(START, "tools")
+    g.add_edge("tools", END)
+    app = g.compile(store=store, checkpointer=InMemorySaver())
+    ai = AIMessage(
+        "", tool_calls=[{**c, "id": f"c{i}", "type": "tool_call"} for i, c in enumerate(calls)]
+    )
+    cfg = {"configurable": {"thread_id": "t", "agent_id": agent}}
+    inputs = {"messages": [ai]}
+    out = asyncio.run(app.ainvoke(inputs, cfg)) if use_async else app.invoke(inputs, cfg)
+    return out["messages"][1:]
+
+
+def test_schemas_sent_with_every_call_stay_small() -> None:
+    tools = recall_tools()
+    assert [t.name for t in tools] == [
+        "update_working_state",
+        "milestone",
+        "set_pointer",
+        "fetch_output",
+    ]
+    assert set(RECALL_TOOL_NAMES) == {t.name for t in tools}
+    total = count_tokens_approximately([], tools=tools)
+    assert total <= 350  # measured: 337 with count_tokens_approximately (schemas with titles)
+    for t in tools:
+        schema = t.tool_call_schema.model_json_schema()
+        assert "runtime" not in schema["properties"]  # injected, never seen by the model
+        assert len(t.description) <= 90
+        assert t.metadata == {"recall_class": "pure"}
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_they_write_to_the_running_graphs_store_and_agent(
+    store: RecallStore, use_async: bool
+) -> None:
+    ref = store.put_output("billing", "0123456789" * 1000)
+    results = _run_calls(
+        store,
+        [
+            {"name": "update_working_state", "args": {"goal": "balance", "progress": "half"}},
+            {"name": "milestone", "args": {"text": "ledger loaded"}},
+            {
+                "name": "set_pointer",
+                "args": {"name": "ledger", "target": "s3://b/l.csv", "note": "v2"},
+            },
+            {"name": "fetch_output", "args": {"ref": ref, "offset": 9990}},
+        ],
+        agent="billing",
+        use_async=use_async,
+    )
+    assert [r.status for r in results] == ["success"] * 4
+    assert store.working_state("billing") == {
+        "goal": "balance",
+        "progress": "half",
+        "last_milestone": "ledger loaded",
+    }
+    pointer = store.pointers("billing")["ledger"]
+    assert (pointer.target, pointer.note) == ("s3://b/l.csv", "v2")
+    assert results[3].content == f"[{ref} chars 9990-10000 of 10000]\n0123456789"
+    assert store.working_state("a") == {}  # nothing leaked to another agent
+
+
+def test_fetch_output_reads_in_chunks_and_says_where_the_next_one_starts(
+    store: RecallStore,
+) -> None:
+    text = "".join(f"{i:05d}" for i in range(2000))  # 10,000 characters
+    ref = store.put_output("a", text)
+    first, second = _run_calls(
+        store,
+        [
+            {"name": "fetch_output", "args": {"ref": f'"{ref}"'}},
+            {"name": "fetch_output", "args": {"ref": ref, "offset": 4000}},
+        ],
+    )
+    assert first.content.startswith(
+        f'[{ref} chars 0-4000 of 10000; more: fetch_output(ref="{ref}", offset=4000)]\n'
+    )
+    assert first.content.endswith(text[:4000])
+    assert second.content.endswith(text[4000:8000])
+
+
+def test_bad_arguments_get_a_message_the_model_can_act_on(store: RecallStore) -> None:
+    mine = store.put_output("a", "x" * 100)
+    theirs = store.put_output("other-agent", "secret " * 100)
+    results = _run_calls(
+        store,
+        [
+            {"name": "update_working_state", "args": {}},
+            {"name": "milestone", "args": {"text": "  "}},
+            {"name": "set_pointer", "args": {"name": "doc", "target": ""}},
+            {"name": "fetch_output", "args": {"ref": "out-nope"}},
+            {"name": "fetch_output", "args": {"ref": theirs}},
+            {"name": "fetch_output", "args": {"ref": mine, "offset": 500}},
+            {"name": "fetch_output", "args": {"ref": mine, "offset": "start"}},
+        ],
+    )
+    assert [r.status for r in results] == ["error"] * 7
+    texts = [str(r.content) for r in results]
+    assert "Pass at least one of goal, plan, progress, decisions, notes" in texts[0]
+    assert "Say in one line what was finished" in texts[1]
+    assert "give a short name and a target" in texts[2]
+    assert "Use a ref exactly as the briefing shows it" in texts[3]
+    assert "no stored output" in texts[4] and "secret" not in texts[4]
+    assert "past the end; the output has 100 chars" in texts[5]
+    assert "offset" in texts[6] and "valid integer" in texts[6]
+    assert store.working_state("a") == {} and store.pointers("a") == {}
+
+
+def test_the_durable_tool_node_runs_them_as_pure_tools(store: RecallStore) -> None:
+    node = DurableToolNode(recall_tools())  # no classes given: they carry their own
+    (result,) = _run_calls(store, [{"name": "milestone", "args": {"text": "done"}}], node=node)
+    assert result.status == "success"
+    assert store.actions("a") == []  # pure: no action record
+    assert json.dumps(store.working_state("a")) == '{"last_milestone": "done"}'
