@@ -1,0 +1,599 @@
+"""The LangGraph tool loop, side by side: plain ToolNode, call4agents, langgraph-recall, the floor.
+
+One process runs the same graph (a scripted model asking for ``--calls`` tool calls one after the
+other, then answering; ``durability="sync"``) with three ways of running the tool:
+
+- **plain**: LangGraph's ``ToolNode`` on the bare saver (``SqliteSaver`` / ``PostgresSaver``);
+- **call4agents**: the same ``ToolNode`` and saver, the tool wrapped by call4agents 0.5.0's
+  LangGraph adapter (``call4agents.adapters.langgraph.effect``), its ledger beside the saver;
+- **langgraph-recall**: ``store.checkpointer()`` (the same saver class on the store's database,
+  with lease, fencing and recording) and ``DurableToolNode`` with the tool classed ``external``
+  (and, as a second subject, ``idempotent``).
+
+Each on SQLite (durability "process": WAL + synchronous=NORMAL, and "power": synchronous=FULL)
+and on PostgreSQL (a throwaway database), with the floor measured in the same run: one
+INSERT + COMMIT on the same engine and settings. Rounds are interleaved (``_harness``). The
+added cost per durable tool call is (recall - plain) / calls, from the per-round medians.
+
+    pip install call4agents==0.5.0            # benchmark-only dependency
+    python benchmarks/bench_loop.py            # SQLite and PostgreSQL, 9 rounds
+    python benchmarks/bench_loop.py --no-pg --rounds 3
+
+PostgreSQL: a throwaway database is created on the server named by ``--pg`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``, or ``$RECALL_BENCH_PG``) and dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shlex
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, tools_condition
+from typing_extensions import TypedDict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import Case, find, machine, run_interleaved, write_report  # noqa: E402
+
+from langgraph_recall import DurableToolNode, RecallStore  # noqa: E402
+from langgraph_recall.testing import ScriptedChatModel, call, reply  # noqa: E402
+
+warnings.filterwarnings("ignore")
+os.environ.setdefault("LANGGRAPH_RECALL_SECRET", secrets.token_hex(32))
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_PG = os.environ.get("RECALL_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+LOOP = "tool loop"
+FLOOR = "INSERT + COMMIT"
+
+# Durability of each group's figures, printed with the results.
+SETTINGS = {
+    "sqlite": "SQLite WAL, synchronous=NORMAL: every commit survives the process being killed; "
+    'the last commits can be lost on power loss. RecallStore\'s default, `durability="process"`. '
+    "The bare SqliteSaver gets the same PRAGMA.",
+    "sqlite-power": "SQLite WAL, synchronous=FULL: every commit is fsynced and survives power "
+    'loss. `RecallStore.open(path, durability="power")`; the bare SqliteSaver gets the same PRAGMA.',
+    "postgres": "PostgreSQL on 127.0.0.1 with the server's settings (synchronous_commit=on, "
+    "fsync=on): every commit is flushed to the server's WAL before it returns.",
+}
+C4A_NOTE = (
+    "call4agents' SQLite ledger always runs synchronous=FULL (it has no setting), so in the "
+    "'process' group the `call4agents (NORMAL)` subject patches that PRAGMA to NORMAL for a "
+    "like-for-like figure; its ledger is a separate file beside the saver's, as its adapter "
+    "works. On PostgreSQL its ledger is a schema of the same throwaway database."
+)
+TITLES = {
+    "sqlite": "SQLite, durability 'process' (WAL + synchronous=NORMAL)",
+    "sqlite-power": "SQLite, durability 'power' (WAL + synchronous=FULL)",
+    "postgres": "PostgreSQL (local server, loopback)",
+}
+# Issue 7: the added cost per durable tool call must stay under these (milliseconds).
+TARGET_MS = {"sqlite": 0.25, "sqlite-power": None, "postgres": 0.6}
+
+PLAIN = "ToolNode + bare saver"
+C4A = "call4agents adapter + bare saver"
+C4A_NORMAL = "call4agents (NORMAL) + bare saver"
+RECALL = "langgraph-recall (external)"
+RECALL_IDEM = "langgraph-recall (idempotent)"
+
+
+# --- the graph ---------------------------------------------------------------------------------
+
+
+class LoopState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def add_numbers(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def script(calls: int) -> list[dict[str, Any]]:
+    """``calls`` replies each asking for one tool call (distinct arguments), then an answer."""
+    return [reply(f"step {i}", call("add", a=i, b=1)) for i in range(calls)] + [
+        reply("final answer")
+    ]
+
+
+def loop_graph(
+    tool_node: Any,
+    checkpointer: BaseCheckpointSaver,
+    *,
+    calls: int,
+    store: Any = None,
+    agent: Callable[..., Any] | None = None,
+) -> Any:
+    """agent -> tools -> agent ... until the scripted model stops asking: 2 supersteps a call."""
+    model = ScriptedChatModel(script(calls))
+
+    def call_model(state: LoopState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    builder = StateGraph(LoopState)
+    builder.add_node("agent", agent(model) if agent is not None else call_model)
+    builder.add_node("tools", tool_node)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer, store=store)
+
+
+def add_tool() -> BaseTool:
+    return tool("add")(add_numbers)
+
+
+def run_once(graph: Any, durability: str = "sync", prefix: str = "t") -> str:
+    """One full loop on a fresh thread; returns the thread id."""
+    thread = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    out = graph.invoke(
+        {"messages": [HumanMessage("add the numbers")]},
+        {"configurable": {"thread_id": thread}},
+        durability=durability,
+    )
+    if out["messages"][-1].content != "final answer":
+        raise RuntimeError(f"the loop did not finish: {out['messages'][-1]!r}")
+    return thread
+
+
+# --- databases ---------------------------------------------------------------------------------
+
+
+def sqlite_saver(path: str, synchronous: str) -> BaseCheckpointSaver:
+    """LangGraph's SqliteSaver on its own file, WAL, with the given synchronous setting (as
+    ``store.checkpointer()`` builds its inner saver, minus the fencing trigger)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    return saver
+
+
+def postgres_saver(dsn: str, stack: ExitStack) -> BaseCheckpointSaver:
+    """LangGraph's PostgresSaver on a small pool, as ``store.checkpointer()`` builds it."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    pool: Any = ConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=2,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        open=True,
+    )
+    stack.callback(pool.close)
+    saver = PostgresSaver(pool)
+    saver.setup()
+    return saver
+
+
+@contextmanager
+def pg_database(admin: str, tag: str) -> Iterator[str]:
+    """A throwaway PostgreSQL database (dropped on the way out, even after an error)."""
+    import psycopg
+
+    name = f"recall_{tag}_{os.getpid()}_{secrets.token_hex(3)}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urllib.parse.urlunsplit(urllib.parse.urlsplit(admin)._replace(path="/" + name))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def pg_schema(dsn: str, schema: str) -> str:
+    """Create ``schema`` and return the DSN whose ``search_path`` is it."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    sep = "&" if "?" in dsn else "?"
+    return f"{dsn}{sep}options=" + urllib.parse.quote(f"-csearch_path={schema}")
+
+
+def sqlite_floor(path: str, synchronous: str, setting: str, calls: int) -> Case:
+    """One INSERT + COMMIT on its own WAL file: the least a durable write can cost here."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("CREATE TABLE IF NOT EXISTS floor (k INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+    row = "x" * 100
+
+    def commit(i: int) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO floor (v) VALUES (?)", (row,))
+        conn.execute("COMMIT")
+
+    return Case(FLOOR, "floor", commit, calls=calls, setting=setting)
+
+
+def pg_floor(dsn: str, setting: str, calls: int, stack: ExitStack) -> Case:
+    """One autocommit INSERT on a loopback connection (the server's own commit settings)."""
+    import psycopg
+
+    conn = stack.enter_context(psycopg.connect(dsn, autocommit=True))
+    conn.execute("CREATE TABLE IF NOT EXISTS floor (k BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)")
+    row = "x" * 100
+    return Case(
+        FLOOR,
+        "floor",
+        lambda i: conn.execute("INSERT INTO floor (v) VALUES (%s)", (row,)),
+        calls=calls,
+        setting=setting,
+    )
+
+
+# --- call4agents -------------------------------------------------------------------------------
+
+
+def c4a_ledger(target: str, *, normal: bool = False) -> Any:
+    """A call4agents ledger (SQLite file or PostgreSQL DSN); ``normal`` patches its SQLite
+    ``synchronous=FULL`` to NORMAL for a like-for-like comparison with durability 'process'."""
+    from call4agents.ledger import Ledger
+
+    if target.startswith("postgresql://"):
+        from call4agents.stores.postgres import PostgresLedger
+
+        return PostgresLedger(target, secrets.token_bytes(32))
+    if not normal:
+        return Ledger(target, secrets.token_bytes(32))
+
+    class NormalLedger(Ledger):
+        def _conn(self) -> sqlite3.Connection:
+            conn = super()._conn()
+            if not getattr(self._local, "normal", False):
+                conn.execute("PRAGMA synchronous=NORMAL")
+                self._local.normal = True
+            return conn
+
+    return NormalLedger(target, secrets.token_bytes(32))
+
+
+def c4a_tool() -> BaseTool:
+    from call4agents.adapters import langgraph as c4a_lg
+
+    return tool("add")(c4a_lg.effect(add_numbers))
+
+
+def with_ledger(ledger: Any, fn: Callable[[], str]) -> str:
+    # call4agents keeps one process-wide ledger (what c4a.init() sets); each group has its own.
+    import call4agents
+
+    call4agents._LEDGER = ledger
+    return fn()
+
+
+# --- the subjects ------------------------------------------------------------------------------
+
+
+@dataclass
+class Group:
+    """One database and durability setting: its cases and what checks them afterwards."""
+
+    name: str
+    setting: str
+    cases: list[Case]
+    checks: list[Callable[[], None]]
+
+
+def loop_case(subject: str, setting: str, fn: Callable[[], str], per_round: int) -> Case:
+    """A case timing ``per_round`` whole loops a round (one warm-up loop first)."""
+    return Case(LOOP, subject, lambda i: fn(), calls=per_round, setting=setting, warmup=1)
+
+
+def build_group(
+    name: str,
+    setting: str,
+    *,
+    bare: BaseCheckpointSaver,
+    store: RecallStore,
+    ledger: Any,
+    ledger_normal: Any | None,
+    floor: Case,
+    calls: int,
+    per_round: int,
+) -> Group:
+    plain = loop_graph(ToolNode([add_tool()]), bare, calls=calls)
+    c4a = loop_graph(ToolNode([c4a_tool()]), bare, calls=calls)
+    checkpointer = store.checkpointer()
+    recall = loop_graph(
+        DurableToolNode([add_tool()], classes={"add": "external"}),
+        checkpointer,
+        calls=calls,
+        store=store,
+    )
+    idem = loop_graph(
+        DurableToolNode([add_tool()], classes={"add": "idempotent"}),
+        checkpointer,
+        calls=calls,
+        store=store,
+    )
+    last: dict[str, str] = {}
+
+    def remember(subject: str, fn: Callable[[], str]) -> Callable[[], str]:
+        def run() -> str:
+            last[subject] = fn()
+            return last[subject]
+
+        return run
+
+    cases = [
+        loop_case(PLAIN, setting, remember(PLAIN, lambda: run_once(plain)), per_round),
+        loop_case(
+            C4A,
+            setting + " (ledger FULL)" if name == "sqlite" else setting,
+            remember(C4A, lambda: with_ledger(ledger, lambda: run_once(c4a))),
+            per_round,
+        ),
+        loop_case(RECALL, setting, remember(RECALL, lambda: run_once(recall)), per_round),
+        loop_case(RECALL_IDEM, setting, remember(RECALL_IDEM, lambda: run_once(idem)), per_round),
+        floor,
+    ]
+    if ledger_normal is not None:
+        cases.insert(
+            2,
+            loop_case(
+                C4A_NORMAL,
+                setting,
+                remember(C4A_NORMAL, lambda: with_ledger(ledger_normal, lambda: run_once(c4a))),
+                per_round,
+            ),
+        )
+
+    def check() -> None:
+        # Each subject really did its durable work: recall recorded every call done, every
+        # message as a turn; call4agents has an intent and a result per call.
+        for subject in (RECALL, RECALL_IDEM):
+            thread = last[subject]
+            done = [a for a in store.actions(thread) if a.status == "done"]
+            assert len(done) == calls, f"{name}/{subject}: {len(done)} actions done, not {calls}"
+            assert len(store.turns(thread)) == 2 * calls + 2, f"{name}/{subject}: turns missing"
+        for subject, lg in ((C4A, ledger), (C4A_NORMAL, ledger_normal)):
+            if lg is None:
+                continue
+            kinds = [e["kind"] for e in lg.entries(last[subject])]
+            assert kinds.count("tool_done") == calls, (
+                f"{name}/{subject}: {kinds.count('tool_done')}"
+            )
+
+    return Group(name, setting, cases, [check])
+
+
+def build(args: argparse.Namespace, tmp: str, stack: ExitStack) -> list[Group]:
+    groups = []
+    floor_calls = 200
+    for name, sync, durability in (
+        ("sqlite", "NORMAL", "process"),
+        ("sqlite-power", "FULL", "power"),
+    ):
+        setting = "WAL+" + sync
+        store = stack.enter_context(
+            RecallStore.open(os.path.join(tmp, f"recall-{name}.db"), durability=durability)
+        )
+        bare = sqlite_saver(os.path.join(tmp, f"bare-{name}.db"), sync)
+        stack.callback(bare.conn.close)  # type: ignore[attr-defined]
+        groups.append(
+            build_group(
+                name,
+                setting,
+                bare=bare,
+                store=store,
+                ledger=c4a_ledger(os.path.join(tmp, f"c4a-{name}", "ledger.sqlite")),
+                ledger_normal=(
+                    c4a_ledger(
+                        os.path.join(tmp, f"c4a-{name}-normal", "ledger.sqlite"), normal=True
+                    )
+                    if name == "sqlite"
+                    else None
+                ),
+                floor=sqlite_floor(
+                    os.path.join(tmp, f"floor-{name}.db"),
+                    sync,
+                    setting,
+                    floor_calls if sync == "NORMAL" else floor_calls // 4,
+                ),
+                calls=args.calls,
+                per_round=args.per_round,
+            )
+        )
+    if args.pg:
+        dsn = stack.enter_context(pg_database(args.pg, "loop"))
+        setting = "PG sync commit"
+        store = stack.enter_context(RecallStore.open(pg_schema(dsn, "recall")))
+        groups.append(
+            build_group(
+                "postgres",
+                setting,
+                bare=postgres_saver(pg_schema(dsn, "bare"), stack),
+                store=store,
+                ledger=c4a_ledger(pg_schema(dsn, "c4a")),
+                ledger_normal=None,
+                floor=pg_floor(pg_schema(dsn, "floor"), setting, floor_calls // 2, stack),
+                calls=args.calls,
+                per_round=args.per_round,
+            )
+        )
+    return groups
+
+
+# --- figures -----------------------------------------------------------------------------------
+
+
+def per_call_ms(subject: Case, plain: Case, calls: int) -> tuple[float, float, float]:
+    """Added ms per tool call from paired per-round medians: (median, low, high) over rounds."""
+    diffs = sorted(
+        (s - p) / calls * 1e3
+        for s, p in zip(subject.round_medians, plain.round_medians, strict=True)
+    )
+    return statistics.median(diffs), diffs[0], diffs[-1]
+
+
+def ms(c: Case) -> str:
+    lo, hi = min(c.round_medians) * 1e3, max(c.round_medians) * 1e3
+    return f"**{c.median_us / 1e3:.1f}** ({lo:.1f}-{hi:.1f})"
+
+
+def group_table(group: Group, calls: int) -> str:
+    plain = find(group.cases, LOOP, PLAIN)
+    floor = find(group.cases, FLOOR, "floor")
+    c4a = find(group.cases, LOOP, C4A)
+    lines = [
+        "| subject | setting | ms per loop (round medians) | added ms per tool call "
+        "(round range) | x call4agents' added | floor commits' worth |",
+        "|---|---|---|---|---|---|",
+    ]
+    c4a_added = per_call_ms(c4a, plain, calls)[0]
+    for case in group.cases:
+        if case.operation != LOOP:
+            continue
+        if case is plain:
+            lines.append(f"| {case.subject} | {case.setting} | {ms(case)} | - | - | - |")
+            continue
+        med, lo, hi = per_call_ms(case, plain, calls)
+        lines.append(
+            f"| {case.subject} | {case.setting} | {ms(case)} | **{med:.3f}** ({lo:.3f} to "
+            f"{hi:.3f}) | {med / c4a_added:.2f} | {med * 1e3 / floor.median_us:.1f} |"
+        )
+    lines.append(
+        f"| floor: one INSERT + COMMIT | {floor.setting} | {floor.median_us:.1f} µs "
+        f"(p10-p90 {floor.percentile_us(0.1):.1f}-{floor.percentile_us(0.9):.1f}) | - | - | 1 |"
+    )
+    return "\n".join(lines)
+
+
+def targets(groups: Sequence[Group], calls: int) -> str:
+    lines = [
+        "| database | added per durable tool call | target | x call4agents' added | met |",
+        "|---|---|---|---|---|",
+    ]
+    for group in groups:
+        plain = find(group.cases, LOOP, PLAIN)
+        med = per_call_ms(find(group.cases, LOOP, RECALL), plain, calls)[0]
+        c4a = per_call_ms(find(group.cases, LOOP, C4A), plain, calls)[0]
+        limit = TARGET_MS.get(group.name)
+        met = "-" if limit is None else ("yes" if med < limit else "**no**")
+        lines.append(
+            f"| {TITLES[group.name]} | {med:.3f} ms | {'-' if limit is None else f'< {limit} ms'} "
+            f"| {med / c4a:.2f} (target <= 0.17 on SQLite) | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def versions() -> str:
+    """SQLite and PostgreSQL versions, and the PostgreSQL settings that decide commit cost."""
+    out = [f"SQLite {sqlite3.sqlite_version}"]
+    try:
+        import psycopg
+
+        with psycopg.connect(DEFAULT_PG, autocommit=True, connect_timeout=5) as conn:
+            row = conn.execute(
+                "SELECT current_setting('server_version'), current_setting('synchronous_commit'), "
+                "current_setting('fsync'), current_setting('wal_sync_method')"
+            ).fetchone()
+        assert row is not None
+        out.append(
+            f"PostgreSQL {row[0]} (synchronous_commit={row[1]}, fsync={row[2]}, "
+            f"wal_sync_method={row[3]})"
+        )
+    except Exception as exc:  # no server: the SQLite figures stand alone
+        out.append(f"PostgreSQL unavailable ({type(exc).__name__})")
+    return "; ".join(out)
+
+
+def about() -> str:
+    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    return (
+        machine(
+            [
+                "langgraph",
+                "langgraph-checkpoint-sqlite",
+                "langgraph-checkpoint-postgres",
+                "call4agents",
+                "psycopg",
+            ]
+        )
+        + f"; nproc {nproc}; {versions()}"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--calls", type=int, default=20, help="tool calls per loop")
+    ap.add_argument("--per-round", type=int, default=2, help="loops per subject per round")
+    ap.add_argument("--pg", default=DEFAULT_PG)
+    ap.add_argument("--no-pg", dest="pg", action="store_const", const=None)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "loop.md"))
+    args = ap.parse_args(argv)
+    command = "python benchmarks/bench_loop.py " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
+    before = about()
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        groups = build(args, tmp, stack)
+        cases = [c for g in groups for c in g.cases]
+        run_interleaved(cases, args.rounds, progress=lambda s: print(s, file=sys.stderr))
+        for group in groups:
+            for check in group.checks:
+                check()
+    after = machine()
+    sections = [("Added cost per durable tool call (issue 7 targets)", targets(groups, args.calls))]
+    for group in groups:
+        sections.append((TITLES[group.name], group_table(group, args.calls)))
+    settings = [f"- **{TITLES[k]}**: {v}" for k, v in SETTINGS.items()] + [f"- {C4A_NOTE}"]
+    sections.append(("Settings", "\n".join(settings)))
+    sections.append(
+        (
+            "How to read this",
+            f"Each loop is one `graph.invoke` on a fresh thread: {args.calls} tool calls, "
+            f'{2 * args.calls + 1} supersteps, `durability="sync"`, a scripted model (no '
+            f"network). `ms per loop` is the median of all timed loops ({args.per_round} per "
+            "subject per round), with the range of the per-round medians. `added ms per tool "
+            "call` is (subject - plain ToolNode) / calls, computed per round from the round "
+            "medians and then the median taken (round range in brackets): everything the "
+            "subject adds to the loop, including the per-run lease and recording, spread over "
+            "its tool calls. `x call4agents' added` divides by call4agents' figure in the same "
+            "group; `floor commits' worth` divides by the floor's single INSERT + COMMIT. After "
+            "the rounds each subject's last loop is checked: langgraph-recall recorded every "
+            "action done and every message as a turn, call4agents wrote a result per call.\n\n"
+            f"Load before the run: {before.split('load average ')[1].split(';')[0]}; after: "
+            f"{after.split('load average ')[1].split(';')[0]} (the machine is shared: compare "
+            "figures within one run, not across runs).",
+        )
+    )
+    write_report(
+        args.out,
+        "Tool loop: plain ToolNode vs call4agents vs langgraph-recall",
+        command,
+        sections,
+        about=before,
+    )
+    print(open(args.out).read())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,337 @@
+"""The whole plugin against the bare saver on a 10-step loop; repeat lookups; recording.
+
+- **loop**: the same agent/tools graph, 10 tool calls then an answer, run two ways:
+  *bare*: LangGraph's ``ToolNode`` and the model called directly, on the bare inner saver
+  (``SqliteSaver`` / ``PostgresSaver``); *plugin*: ``store.checkpointer()`` (lease, fencing,
+  recording), ``DurableToolNode`` (tool classed ``external``) and a fresh briefing in front of
+  every model call (``with_briefing``). Under LangGraph's default ``durability="async"`` and
+  under ``"sync"``. Target (issue 7): plugin under 1.3x bare.
+- **repeat lookup**: a call whose action already finished, as the durable tool path asks it
+  (``begin``: the claim in a write transaction, which finds it done) and as a bare
+  ``store.claim``. Target: under 20 µs.
+- **recording**: ``store.record`` of 1, 2 (an AI message and its tool result: what one
+  checkpoint of the loop adds) and 10 new messages, per message. Target: under 20 µs.
+- the floor: one INSERT + COMMIT on the same engine and settings, measured in the same run.
+
+    python benchmarks/bench_plugin.py            # SQLite and PostgreSQL, 9 rounds
+    python benchmarks/bench_plugin.py --no-pg --rounds 3
+
+PostgreSQL: a throwaway database on ``--pg`` (default ``$RECALL_BENCH_PG`` or
+``postgresql://postgres@127.0.0.1:5432/postgres``), dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.prebuilt import ToolNode
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import Case, find, machine, run_interleaved, table, write_report  # noqa: E402
+from bench_loop import (  # noqa: E402
+    DEFAULT_PG,
+    HERE,
+    SETTINGS,
+    TITLES,
+    about,
+    add_tool,
+    loop_graph,
+    pg_database,
+    pg_floor,
+    pg_schema,
+    postgres_saver,
+    run_once,
+    sqlite_floor,
+    sqlite_saver,
+)
+
+from langgraph_recall import DurableToolNode, RecallStore, with_briefing  # noqa: E402
+from langgraph_recall.tools._durable import begin  # noqa: E402
+
+LOOP = "10-step loop"
+FLOOR = "INSERT + COMMIT"
+BARE = "bare saver + ToolNode"
+PLUGIN = "whole plugin"
+RATIO_TARGET = 1.3
+LOOKUP_TARGET_US = 20.0
+RECORD_TARGET_US = 20.0
+
+
+def briefed_agent(model: Any) -> Callable[[dict[str, Any], RunnableConfig], dict[str, Any]]:
+    """The agent node of the plugin graph: a fresh briefing in front of every model call."""
+
+    def call_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [model.invoke(with_briefing(state["messages"], config=config))]}
+
+    return call_model
+
+
+def loop_cases(
+    setting: str,
+    bare: BaseCheckpointSaver,
+    store: RecallStore,
+    *,
+    steps: int,
+    per_round: int,
+) -> list[Case]:
+    plain = loop_graph(ToolNode([add_tool()]), bare, calls=steps)
+    plugin = loop_graph(
+        DurableToolNode([add_tool()], classes={"add": "external"}),
+        store.checkpointer(),
+        calls=steps,
+        store=store,
+        agent=briefed_agent,
+    )
+    cases = []
+    for durability in ("async", "sync"):
+        for subject, graph in ((BARE, plain), (PLUGIN, plugin)):
+            cases.append(
+                Case(
+                    f"{LOOP}, durability={durability}",
+                    subject,
+                    _looper(graph, durability),
+                    calls=per_round,
+                    warmup=1,
+                    setting=setting,
+                )
+            )
+    return cases
+
+
+def _looper(graph: Any, durability: str) -> Callable[[int], object]:
+    return lambda i: run_once(graph, durability)
+
+
+def _recorder(store: RecallStore, n: int) -> Callable[[int], object]:
+    return lambda i: store.record("rec", turn_messages(i, n))
+
+
+def turn_messages(i: int, n: int) -> list[BaseMessage]:
+    """``n`` new messages shaped like the loop's: an AI tool call, then its result."""
+    out: list[BaseMessage] = []
+    for j in range(n):
+        k = i * n + j
+        if j % 2 == 0:
+            out.append(
+                AIMessage(
+                    f"step {k}",
+                    id=f"ai-{k}",
+                    tool_calls=[{"name": "add", "args": {"a": k, "b": 1}, "id": f"c{k}"}],
+                )
+            )
+        else:
+            out.append(ToolMessage(str(k), tool_call_id=f"c{k - 1}", name="add", id=f"tm-{k}"))
+    return out
+
+
+def store_cases(store: RecallStore, setting: str, calls: int) -> list[Case]:
+    args = {"a": 1, "b": 1}
+    claim = store.claim("bench", "done-1", tool="add", args=args, args_digest="d1")
+    store.end(claim.action.action_id, 1, "done", result=ToolMessage("2", tool_call_id="c"))
+
+    def durable_repeat(i: int) -> None:
+        found = begin(
+            store,
+            agent_id="bench",
+            action_id="done-1",
+            tool="add",
+            klass="external",
+            args=args,
+            digest="d1",
+            thread_id="t",
+            epoch=None,
+            gated=False,
+        )
+        assert getattr(found, "status", None) == "done"
+
+    def claim_repeat(i: int) -> None:
+        assert (
+            store.claim("bench", "done-1", tool="add", args=args, args_digest="d1").status == "done"
+        )
+
+    cases = [
+        Case(
+            "repeat lookup (durable path: begin)",
+            "RecallStore",
+            durable_repeat,
+            calls=calls,
+            setting=setting,
+        ),
+        Case(
+            "repeat lookup (store.claim)", "RecallStore", claim_repeat, calls=calls, setting=setting
+        ),
+    ]
+    for n in (1, 2, 10):
+        cases.append(
+            Case(
+                f"record, {n} new message{'s' if n > 1 else ''}, per message",
+                "RecallStore",
+                _recorder(store, n),
+                calls=max(20, calls // n),
+                per=n,
+                setting=setting,
+            )
+        )
+    return cases
+
+
+def build(args: argparse.Namespace, tmp: str, stack: ExitStack) -> dict[str, list[Case]]:
+    groups: dict[str, list[Case]] = {}
+    for name, sync, durability in (
+        ("sqlite", "NORMAL", "process"),
+        ("sqlite-power", "FULL", "power"),
+    ):
+        setting = "WAL+" + sync
+        store = stack.enter_context(
+            RecallStore.open(os.path.join(tmp, f"recall-{name}.db"), durability=durability)
+        )
+        bare = sqlite_saver(os.path.join(tmp, f"bare-{name}.db"), sync)
+        stack.callback(bare.conn.close)  # type: ignore[attr-defined]
+        calls = args.calls if sync == "NORMAL" else max(20, args.calls // 4)
+        groups[name] = [
+            *loop_cases(setting, bare, store, steps=args.steps, per_round=args.per_round),
+            *store_cases(store, setting, calls),
+            sqlite_floor(os.path.join(tmp, f"floor-{name}.db"), sync, setting, calls),
+        ]
+    if args.pg:
+        dsn = stack.enter_context(pg_database(args.pg, "plugin"))
+        setting = "PG sync commit"
+        store = stack.enter_context(RecallStore.open(pg_schema(dsn, "recall")))
+        groups["postgres"] = [
+            *loop_cases(
+                setting,
+                postgres_saver(pg_schema(dsn, "bare"), stack),
+                store,
+                steps=args.steps,
+                per_round=args.per_round,
+            ),
+            *store_cases(store, setting, max(20, args.calls // 2)),
+            pg_floor(pg_schema(dsn, "floor"), setting, max(20, args.calls // 2), stack),
+        ]
+    return groups
+
+
+def loop_table(cases: Sequence[Case]) -> str:
+    lines = [
+        "| loop | bare ms (round medians) | plugin ms (round medians) | plugin / bare | "
+        "per-round ratio range |",
+        "|---|---|---|---|---|",
+    ]
+    for case in cases:
+        if not case.operation.startswith(LOOP) or case.subject != BARE:
+            continue
+        plugin = find(cases, case.operation, PLUGIN)
+        ratios = sorted(
+            p / b for p, b in zip(plugin.round_medians, case.round_medians, strict=True)
+        )
+        lines.append(
+            f"| {case.operation} | {_ms(case)} | {_ms(plugin)} | "
+            f"**{plugin.median_us / case.median_us:.2f}** | {ratios[0]:.2f}-{ratios[-1]:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def _ms(c: Case) -> str:
+    lo, hi = min(c.round_medians) * 1e3, max(c.round_medians) * 1e3
+    return f"**{c.median_us / 1e3:.1f}** ({lo:.1f}-{hi:.1f})"
+
+
+def targets(groups: dict[str, list[Case]]) -> str:
+    lines = ["| database | target | measured | met |", "|---|---|---|---|"]
+    for name, cases in groups.items():
+        for case in cases:
+            if case.operation.startswith(LOOP) and case.subject == BARE:
+                ratio = find(cases, case.operation, PLUGIN).median_us / case.median_us
+                lines.append(
+                    f"| {TITLES[name]} | {case.operation}: plugin < {RATIO_TARGET}x bare | "
+                    f"{ratio:.2f}x | {'yes' if ratio < RATIO_TARGET else '**no**'} |"
+                )
+        for case in cases:
+            if case.operation.startswith("repeat lookup (durable"):
+                limit, what = LOOKUP_TARGET_US, "repeat lookup"
+            elif case.operation.startswith("record, 2 new"):
+                limit, what = RECORD_TARGET_US, "recording per message (2 a checkpoint)"
+            else:
+                continue
+            lines.append(
+                f"| {TITLES[name]} | {what} < {limit:.0f} µs | {case.median_us:.1f} µs | "
+                f"{'yes' if case.median_us < limit else '**no**'} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--steps", type=int, default=10, help="tool calls per loop")
+    ap.add_argument("--per-round", type=int, default=2, help="loops per subject per round")
+    ap.add_argument("--calls", type=int, default=200, help="store calls per case per round")
+    ap.add_argument("--pg", default=DEFAULT_PG)
+    ap.add_argument("--no-pg", dest="pg", action="store_const", const=None)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "plugin.md"))
+    args = ap.parse_args(argv)
+    command = "python benchmarks/bench_plugin.py " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
+    before = about()
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        groups = build(args, tmp, stack)
+        run_interleaved(
+            [c for cases in groups.values() for c in cases],
+            args.rounds,
+            progress=lambda s: print(s, file=sys.stderr),
+        )
+    after = machine()
+    sections = [("Targets (issue 7)", targets(groups))]
+    for name, cases in groups.items():
+        floor = find(cases, FLOOR, "floor")
+        others = [c for c in cases if not c.operation.startswith(LOOP)]
+        sections.append(
+            (
+                TITLES[name],
+                loop_table(cases)
+                + "\n\nStore operations, µs (x floor: divided by one INSERT + COMMIT):\n\n"
+                + table(others, baseline=floor),
+            )
+        )
+    sections.append(("Settings", "\n".join(f"- **{TITLES[k]}**: {v}" for k, v in SETTINGS.items())))
+    sections.append(
+        (
+            "How to read this",
+            f"A loop is one `graph.invoke` on a fresh thread: {args.steps} tool calls then an "
+            "answer from a scripted model (no network). `plugin / bare` divides the medians of "
+            f"all timed loops ({args.per_round} per subject per round); the range is of the "
+            "per-round ratios. The plugin's agent node builds a fresh briefing (working state, "
+            "pointers, open actions, recent turns not in the input) before every model call; "
+            "its checkpointer takes the agent's lease at the start, stamps the lease epoch on "
+            "every checkpoint and records every message as a turn before `invoke` returns. "
+            "Store operations: median µs per call (per message for recording), p10-p90 and the "
+            "range of per-round medians.\n\n"
+            f"Load before the run: {before.split('load average ')[1].split(';')[0]}; after: "
+            f"{after.split('load average ')[1].split(';')[0]} (the machine is shared).",
+        )
+    )
+    write_report(
+        args.out,
+        "The whole plugin vs the bare saver; repeat lookups; recording",
+        command,
+        sections,
+        about=before,
+    )
+    print(open(args.out).read())
+
+
+if __name__ == "__main__":
+    main()
