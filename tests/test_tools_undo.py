@@ -1,0 +1,126 @@
+"""store.undo(agent): newest first, each undo once, stopping at anything in doubt."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from fix_tools import build_graph, call, reply
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import tool
+
+from langgraph_recall.tools import DurableToolNode, IdempotencyKey
+from langgraph_recall.tools._canonical import action_key, args_digest
+from langgraph_recall.tools._undo import undo_action_id
+
+
+@pytest.fixture
+def saver(store) -> Iterator[Any]:
+    cp = store.checkpointer()
+    yield cp
+    cp.close()
+
+
+def _charging_agent(
+    store: Any, saver: Any, agent: str, refunds: list[Any], charges: int = 3
+) -> Any:
+    @tool
+    def charge(amount: Decimal, customer: str, key: IdempotencyKey) -> str:
+        """Charge a customer."""
+        return f"charged {amount} to {customer}"
+
+    @tool
+    def note(text: str) -> str:
+        """Write a note (no undo)."""
+        return "noted"
+
+    def refund(amount: Decimal, customer: str, result: Any, idempotency_key: str) -> str:
+        refunds.append((amount, customer, type(amount), result.content, idempotency_key))
+        return f"refunded {amount}"
+
+    node = DurableToolNode(
+        [charge, note],
+        classes={"charge": "external", "note": "external"},
+        undo={"charge": refund},
+    )
+    script = [
+        reply("", call("charge", amount=f"{i + 1}.50", customer=f"c{i}")) for i in range(charges)
+    ]
+    script.insert(1, reply("", call("note", text="hi")))
+    graph = build_graph(
+        node, [*script, reply("done")], store=store, checkpointer=saver, name_prefix=agent
+    )
+    graph.invoke(
+        {"messages": [HumanMessage("charge them")]}, {"configurable": {"thread_id": agent}}
+    )
+    return node
+
+
+def test_undo_reverses_done_actions_newest_first_with_original_types(store, saver) -> None:
+    refunds: list[Any] = []
+    _charging_agent(store, saver, "undo", refunds)
+    report = store.undo("undo")
+    assert [(r[0], r[1], r[2]) for r in refunds] == [
+        (Decimal("3.50"), "c2", Decimal),
+        (Decimal("2.50"), "c1", Decimal),
+        (Decimal("1.50"), "c0", Decimal),
+    ]
+    assert [r[3] for r in refunds] == [
+        "charged 3.50 to c2",
+        "charged 2.50 to c1",
+        "charged 1.50 to c0",
+    ]
+    charges = [a for a in store.actions("undo") if a.tool == "charge"]
+    assert report.undone == [a.action_id for a in reversed(charges)]
+    assert [r[4] for r in refunds] == [undo_action_id(a.action_id) for a in reversed(charges)]
+    [note] = [a for a in store.actions("undo") if a.tool == "note"]
+    assert report.no_undo == [note.action_id] and report.stopped_at is None
+
+
+def test_each_undo_runs_once(store, saver) -> None:
+    refunds: list[Any] = []
+    _charging_agent(store, saver, "once", refunds)
+    first = store.undo("once")
+    second = store.undo("once")
+    assert len(refunds) == 3
+    assert second.undone == first.undone
+
+
+def test_undo_stops_at_an_action_in_doubt(store, saver) -> None:
+    refunds: list[Any] = []
+    _charging_agent(store, saver, "doubt", refunds)
+    # A later charge left open by a crash: what happened after it is unknown.
+    stuck = action_key("doubt", "x", "y", "charge")
+    args = {"amount": Decimal("9"), "customer": "c9"}
+    store.claim("doubt", stuck, tool="charge", args=args, args_digest=args_digest("charge", args))
+    report = store.undo("doubt")
+    assert refunds == [] and report.undone == [] and report.stopped_at == stuck
+
+
+def test_a_failed_undo_is_reported_and_not_retried(store, saver) -> None:
+    calls: list[str] = []
+
+    def refund(amount: Decimal, customer: str) -> str:
+        calls.append(customer)
+        raise RuntimeError("bank down")
+
+    agent = "failing"
+
+    @tool
+    def charge(amount: Decimal, customer: str) -> str:
+        """Charge."""
+        return "charged"
+
+    node = DurableToolNode([charge], classes={"charge": "external"}, undo={"charge": refund})
+    graph = build_graph(
+        node,
+        [reply("", call("charge", amount="1", customer="c0")), reply("ok")],
+        store=store,
+        checkpointer=saver,
+    )
+    graph.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": agent}})
+    assert store.undo(agent).failed == [store.actions(agent)[0].action_id]
+    assert store.undo(agent).failed == [store.actions(agent)[0].action_id]
+    assert calls == ["c0"]
