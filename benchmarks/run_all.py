@@ -1,0 +1,157 @@
+"""Run every benchmark script in ``benchmarks/`` and rewrite ``benchmarks/results/SUMMARY.md``.
+
+Each ``bench_*.py`` runs in its own process, one after the other (they must not compete for the
+machine), and writes its own results file under ``benchmarks/results/``. The summary then
+collects, for every results file, its title, the command that reproduces it and its targets
+section, and says which scripts failed (with the end of their error output).
+
+    python benchmarks/run_all.py                  # everything, each script's defaults
+    python benchmarks/run_all.py --no-pg          # SQLite only
+    python benchmarks/run_all.py --only loop,plugin --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+SUMMARY = os.path.join(RESULTS, "SUMMARY.md")
+# Written by people, not by a script: linked from the summary, never parsed for figures.
+HAND_WRITTEN = ("SUMMARY.md", "profile.md")
+
+
+@dataclass
+class Outcome:
+    script: str
+    seconds: float
+    returncode: int
+    tail: str
+
+
+def scripts(only: list[str] | None) -> list[str]:
+    found = sorted(glob.glob(os.path.join(HERE, "bench_*.py")))
+    if only:
+        found = [p for p in found if os.path.basename(p)[len("bench_") : -3] in only]
+    return found
+
+
+def run(script: str, extra: list[str]) -> Outcome:
+    """Run one script to the end; its output passes through, its stderr tail is kept."""
+    name = os.path.basename(script)
+    print(f"== {name} {' '.join(extra)}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, script, *extra],
+        cwd=os.path.dirname(HERE),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seconds = time.monotonic() - started
+    tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+    print(f"   {name}: exit {proc.returncode} after {seconds:.0f}s", file=sys.stderr, flush=True)
+    return Outcome(name, seconds, proc.returncode, tail)
+
+
+def section(text: str, pattern: str) -> str | None:
+    """The body of the first ``## `` section whose heading matches ``pattern``."""
+    parts = re.split(r"^## ", text, flags=re.M)
+    for part in parts[1:]:
+        heading, _, body = part.partition("\n")
+        if re.search(pattern, heading, flags=re.I):
+            return f"**{heading.strip()}**\n\n{body.strip()}"
+    return None
+
+
+def reproduce(text: str) -> str | None:
+    m = re.search(r"Reproduce with:\s*```\s*\n(.*?)\n```", text, flags=re.S)
+    return m.group(1).strip() if m else None
+
+
+def summary(outcomes: list[Outcome], command: str) -> str:
+    lines = [
+        "# Benchmark summary",
+        "",
+        "Rewritten by `benchmarks/run_all.py`; each section below comes from one results file "
+        "(open it for every figure, the machine and the durability setting of each). The "
+        "machine is shared and small (2 cores): compare figures within one file, where they "
+        "were measured side by side, not across files.",
+        "",
+        "Last run:",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+    ]
+    if outcomes:
+        lines += ["| script | exit | seconds |", "|---|---|---|"]
+        lines += [f"| {o.script} | {o.returncode} | {o.seconds:.0f} |" for o in outcomes]
+        lines.append("")
+    for o in outcomes:
+        if o.returncode != 0:
+            lines += [f"**{o.script} failed** (exit {o.returncode}):", "", "```", o.tail, "```", ""]
+    for path in sorted(glob.glob(os.path.join(RESULTS, "*.md"))):
+        name = os.path.basename(path)
+        if name in HAND_WRITTEN:
+            continue
+        with open(path) as f:
+            text = f.read()
+        title = text.splitlines()[0].lstrip("# ").strip() if text else name
+        age = time.strftime("%Y-%m-%d %H:%M", time.localtime(os.path.getmtime(path)))
+        lines += [f"## [{title}]({name})", "", f"Written {age}."]
+        cmd = reproduce(text)
+        if cmd:
+            lines += ["", f"Reproduce: `{cmd}`"]
+        targets = section(text, r"target")
+        if targets:
+            lines += ["", targets]
+        lines.append("")
+    if os.path.exists(os.path.join(RESULTS, "profile.md")):
+        lines += [
+            "## [Where the time goes](profile.md)",
+            "",
+            "The profile of the langgraph-recall side of the tool loop, with proposals ranked by "
+            "gain.",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--only", help="comma-separated names: store,loop,plugin (bench_<name>.py)")
+    ap.add_argument("--no-pg", action="store_true", help="pass --no-pg to every script")
+    ap.add_argument("--rounds", type=int, help="pass --rounds N to every script")
+    ap.add_argument(
+        "--summary-only", action="store_true", help="rewrite SUMMARY.md from the results files"
+    )
+    args = ap.parse_args(argv)
+    extra = (["--no-pg"] if args.no_pg else []) + (
+        ["--rounds", str(args.rounds)] if args.rounds else []
+    )
+    command = "python benchmarks/run_all.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    outcomes = []
+    if not args.summary_only:
+        for script in scripts(args.only.split(",") if args.only else None):
+            outcomes.append(run(script, extra))
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(SUMMARY, "w") as f:
+        f.write(summary(outcomes, command.strip()))
+    print(f"wrote {os.path.relpath(SUMMARY)}", file=sys.stderr)
+    if any(o.returncode != 0 for o in outcomes):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
