@@ -18,6 +18,7 @@ added cost per durable tool call is (recall - plain) / calls, from the per-round
     pip install call4agents==0.5.0            # benchmark-only dependency
     python benchmarks/bench_loop.py            # SQLite and PostgreSQL, 9 rounds
     python benchmarks/bench_loop.py --no-pg --rounds 3
+    python benchmarks/bench_loop.py --profile    # where the added time goes (counts, timings)
 
 PostgreSQL: a throwaway database is created on the server named by ``--pg`` (default
 ``postgresql://postgres@127.0.0.1:5432/postgres``, or ``$RECALL_BENCH_PG``) and dropped.
@@ -34,6 +35,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import urllib.parse
 import uuid
 import warnings
@@ -538,6 +541,310 @@ def about() -> str:
     )
 
 
+# --- --profile: where the added time goes --------------------------------------------------------
+
+# (module, attribute path, label): timed inclusive wherever they run. Missing ones are skipped,
+# so the profile keeps working while the package's internals move.
+PROFILED = [
+    ("langgraph_recall.tools._durable", "DurableTools.wrap_tool_call", "durable call (with tool)"),
+    ("langgraph.prebuilt.tool_node", "ToolNode._execute_tool_sync", "  the tool itself"),
+    ("langgraph_recall.tools._durable", "begin", "  claim transaction (begin)"),
+    ("langgraph_recall.tools._durable", "_finish", "  end transaction (_finish)"),
+    ("langgraph_recall.tools._node", "DurableToolNode._gated_call_ids", "  approval pre-scan"),
+    ("langgraph_recall.checkpoint._saver", "RecallCheckpointer.get_tuple", "run start (lease)"),
+    (
+        "langgraph_recall.checkpoint._saver",
+        "RecallCheckpointer._end_run",
+        "run end (flush, release)",
+    ),
+    ("langgraph_recall.checkpoint._saver", "RecallCheckpointer._before_put", "put: epoch stamp"),
+    ("langgraph_recall.checkpoint._saver", "RecallCheckpointer._after_put", "put: queue turns"),
+    (
+        "langgraph_recall.checkpoint._saver",
+        "RecallCheckpointer._before_writes",
+        "put_writes: check",
+    ),
+    ("langgraph_recall.checkpoint._recording", "Recorder._write", "recorder write (background)"),
+]
+SAVER_METHODS = ("put", "put_writes", "get_tuple")
+
+
+def _role(name: str) -> str:
+    if name == "MainThread":
+        return "main"
+    if name.startswith("ThreadPoolExecutor"):
+        return "graph worker"
+    if name.startswith("recall-recorder"):
+        return "recorder"
+    if name.startswith("recall-lease"):
+        return "lease renewer"
+    return name.split("-")[0]
+
+
+class _Tally:
+    """Counts and seconds per key, from any thread."""
+
+    def __init__(self) -> None:
+        self.n: dict[Any, int] = {}
+        self.t: dict[Any, float] = {}
+        self.lock = threading.Lock()
+
+    def add(self, key: Any, seconds: float = 0.0) -> None:
+        with self.lock:
+            self.n[key] = self.n.get(key, 0) + 1
+            self.t[key] = self.t.get(key, 0.0) + seconds
+
+    def clear(self) -> None:
+        with self.lock:
+            self.n.clear()
+            self.t.clear()
+
+
+def _patch(
+    owner: Any, name: str, make: Callable[[Any], Any], undo: list[Callable[[], None]]
+) -> None:
+    original = owner.__dict__[name]
+    setattr(owner, name, make(original))
+    undo.append(lambda: setattr(owner, name, original))
+
+
+def _timed(tally: _Tally, label: str) -> Callable[[Any], Any]:
+    def make(fn: Any) -> Any:
+        def timed(*a: Any, **k: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                tally.add(label, time.perf_counter() - start)
+
+        return timed
+
+    return make
+
+
+def instrument(saver_types: Sequence[type]) -> tuple[dict[str, _Tally], Callable[[], None]]:
+    """Count statements and transactions, time transactions, saver calls and the PROFILED
+    functions. Returns the tallies and a function that undoes every patch."""
+    import importlib
+
+    from langgraph_recall.store import _db
+
+    stmts, txs, waits, calls, saver = _Tally(), _Tally(), _Tally(), _Tally(), _Tally()
+    undo: list[Callable[[], None]] = []
+
+    def counting(fn: Any) -> Any:
+        def run(self: Any, sql: str, *a: Any, **k: Any) -> Any:
+            caller = sys._getframe(1).f_code.co_name
+            stmts.add((_role(threading.current_thread().name), caller, " ".join(sql.split()[:3])))
+            return fn(self, sql, *a, **k)
+
+        return run
+
+    for name in ("run", "one", "all", "many"):
+        _patch(_db.Tx, name, counting, undo)
+
+    class TimedTx:
+        def __init__(self, inner: Any, key: tuple[str, str, bool]) -> None:
+            self.inner, self.key = inner, key
+
+        def __enter__(self) -> Any:
+            start = time.perf_counter()
+            tx = self.inner.__enter__()
+            waits.add(self.key + ("begin",), time.perf_counter() - start)
+            self.started = time.perf_counter()
+            return tx
+
+        def __exit__(self, *exc: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return self.inner.__exit__(*exc)
+            finally:
+                done = time.perf_counter()
+                waits.add(self.key + ("commit",), done - start)
+                txs.add(self.key, done - self.started)
+
+    def tx_make(fn: Any) -> Any:
+        def tx(self: Any, write: bool = False) -> Any:
+            cm = fn(self, write)
+            if getattr(self._local, "tx", None) is not None:
+                return cm  # joins the thread's open transaction
+            frame = sys._getframe(1)
+            while frame.f_code.co_filename.endswith(("_store.py", "contextlib.py")):
+                frame = frame.f_back  # type: ignore[assignment]
+            who = frame.f_code.co_name
+            if who in ("<lambda>", "run"):
+                who = sys._getframe(1).f_code.co_name
+            return TimedTx(cm, (_role(threading.current_thread().name), who, write))
+
+        return tx
+
+    _patch(_db.Database, "tx", tx_make, undo)
+    for module, path, label in PROFILED:
+        try:
+            owner: Any = importlib.import_module(module)
+            *parents, name = path.split(".")
+            for part in parents:
+                owner = getattr(owner, part)
+            if name in vars(owner):
+                _patch(owner, name, _timed(calls, label), undo)
+        except (ImportError, AttributeError):
+            continue
+    for cls in saver_types:
+        for name in SAVER_METHODS:
+            if name in vars(cls):
+                _patch(cls, name, _timed(saver, f"{cls.__name__}.{name}"), undo)
+
+    def restore() -> None:
+        for fn in reversed(undo):
+            fn()
+
+    return {
+        "statements": stmts,
+        "transactions": txs,
+        "waits": waits,
+        "calls": calls,
+        "saver": saver,
+    }, restore
+
+
+def profile_backend(
+    label: str, plain: Any, recall: Any, saver_types: Sequence[type], *, calls: int, loops: int
+) -> str:
+    """Markdown: per durable tool call, what langgraph-recall's loop does and spends."""
+    for graph in (plain, recall, plain, recall):
+        run_once(graph)
+    tallies, restore = instrument(saver_types)
+    per: dict[str, dict[str, tuple[dict[Any, int], dict[Any, float]]]] = {}
+    wall: dict[str, list[float]] = {"plain": [], "recall": []}
+    cpu: dict[str, list[float]] = {"plain": [], "recall": []}
+    try:
+        for which, graph in (("plain", plain), ("recall", recall)):
+            for t in tallies.values():
+                t.clear()
+            for _ in range(loops):
+                start, cpu0 = time.perf_counter(), time.process_time()
+                run_once(graph)
+                wall[which].append(time.perf_counter() - start)
+                cpu[which].append(time.process_time() - cpu0)
+            per[which] = {k: (dict(t.n), dict(t.t)) for k, t in tallies.items()}
+    finally:
+        restore()
+    n = loops * calls
+
+    def us(seconds: float) -> str:
+        return f"{seconds / n * 1e6:.1f}"
+
+    out = [f"### {label}", ""]
+    med = statistics.median
+    out.append(
+        f"{loops} loops each, instrumented (timers add a little). Wall ms per loop: plain "
+        f"{med(wall['plain']) * 1e3:.1f}, recall {med(wall['recall']) * 1e3:.1f}; CPU ms per "
+        f"loop (all threads): plain {med(cpu['plain']) * 1e3:.1f}, recall "
+        f"{med(cpu['recall']) * 1e3:.1f}. Figures below are per durable tool call "
+        f"({calls} a loop)."
+    )
+    out += [
+        "",
+        "| step | calls per tool call | µs per tool call (wall, inclusive) |",
+        "|---|---|---|",
+    ]
+    n_, t_ = per["recall"]["calls"]
+    for _, _, lab in PROFILED:
+        if lab in n_:
+            out.append(f"| {lab} | {n_[lab] / n:.2f} | {us(t_[lab])} |")
+    out += [
+        "",
+        "| saver call | plain: calls, µs per tool call | recall: calls, µs per tool call |",
+        "|---|---|---|",
+    ]
+    pn, pt = per["plain"]["saver"]
+    rn, rt = per["recall"]["saver"]
+    for key in sorted(set(pn) | set(rn)):
+        out.append(
+            f"| {key} | {pn.get(key, 0) / n:.2f}, {us(pt.get(key, 0.0))} | "
+            f"{rn.get(key, 0) / n:.2f}, {us(rt.get(key, 0.0))} |"
+        )
+    out += [
+        "",
+        "| store transaction (thread, opened by, write) | per tool call | µs each: waiting "
+        "to begin | µs each: commit | µs each: whole |",
+        "|---|---|---|---|---|",
+    ]
+    tn, tt = per["recall"]["transactions"]
+    wn, wt = per["recall"]["waits"]
+    for key in sorted(tn, key=lambda k: -tn[k]):
+        b, c = key + ("begin",), key + ("commit",)
+        out.append(
+            f"| {key[0]}, {key[1]}, {'write' if key[2] else 'read'} | {tn[key] / n:.2f} | "
+            f"{wt.get(b, 0.0) / max(1, wn.get(b, 1)) * 1e6:.1f} | "
+            f"{wt.get(c, 0.0) / max(1, wn.get(c, 1)) * 1e6:.1f} | {tt[key] / tn[key] * 1e6:.1f} |"
+        )
+    out += ["", "| store statements (thread, function, SQL) | per tool call |", "|---|---|"]
+    sn, _ = per["recall"]["statements"]
+    for key in sorted(sn, key=lambda k: -sn[k]):
+        out.append(f"| {key[0]}, {key[1]}, `{key[2]}` | {sn[key] / n:.2f} |")
+    out.append(
+        f"| **all statements** | **{sum(sn.values()) / n:.2f}** (transactions: "
+        f"{sum(tn.values()) / n:.2f}) |"
+    )
+    return "\n".join(out)
+
+
+def profile(args: argparse.Namespace) -> None:
+    """Print the --profile tables (markdown) for SQLite and, unless --no-pg, PostgreSQL."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    parts = []
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        store = stack.enter_context(RecallStore.open(os.path.join(tmp, "recall.db")))
+        bare = sqlite_saver(os.path.join(tmp, "bare.db"), "NORMAL")
+        stack.callback(bare.conn.close)  # type: ignore[attr-defined]
+        plain = loop_graph(ToolNode([add_tool()]), bare, calls=args.calls)
+        recall = loop_graph(
+            DurableToolNode([add_tool()], classes={"add": "external"}),
+            store.checkpointer(),
+            calls=args.calls,
+            store=store,
+        )
+        parts.append(
+            profile_backend(
+                "SQLite, WAL + synchronous=NORMAL",
+                plain,
+                recall,
+                [SqliteSaver],
+                calls=args.calls,
+                loops=args.loops,
+            )
+        )
+        if args.pg:
+            from langgraph.checkpoint.postgres import PostgresSaver
+
+            dsn = stack.enter_context(pg_database(args.pg, "profile"))
+            pg_store = stack.enter_context(RecallStore.open(pg_schema(dsn, "recall")))
+            plain = loop_graph(
+                ToolNode([add_tool()]),
+                postgres_saver(pg_schema(dsn, "bare"), stack),
+                calls=args.calls,
+            )
+            recall = loop_graph(
+                DurableToolNode([add_tool()], classes={"add": "external"}),
+                pg_store.checkpointer(),
+                calls=args.calls,
+                store=pg_store,
+            )
+            parts.append(
+                profile_backend(
+                    "PostgreSQL, loopback",
+                    plain,
+                    recall,
+                    [PostgresSaver],
+                    calls=args.calls,
+                    loops=args.loops,
+                )
+            )
+    print("\n\n".join(parts))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -548,7 +855,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pg", default=DEFAULT_PG)
     ap.add_argument("--no-pg", dest="pg", action="store_const", const=None)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "loop.md"))
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of the benchmark, print where langgraph-recall's added time goes",
+    )
+    ap.add_argument("--loops", type=int, default=20, help="loops per subject with --profile")
     args = ap.parse_args(argv)
+    if args.profile:
+        profile(args)
+        return
     command = "python benchmarks/bench_loop.py " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
     )
