@@ -12,7 +12,7 @@ import sqlite3
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from .._errors import RecallError
@@ -79,24 +79,17 @@ class Database(ABC):
             self._sql_cache[sql] = out
         return out
 
-    @contextmanager
-    def tx(self, write: bool = False) -> Iterator[Tx]:
+    def tx(self, write: bool = False) -> AbstractContextManager[Tx]:
         """A transaction; ``write=True`` takes the write lock up front (no read-then-write race).
 
         Re-entrant per thread: an inner ``tx`` joins the outer one.
         """
         current: Tx | None = getattr(self._local, "tx", None)
         if current is not None:
-            yield current
-            return
+            return _Joined(current)
         if self._closed:
             raise RecallError("this RecallStore is closed; open it again", code="closed")
-        with self._open(write) as tx:
-            self._local.tx = tx
-            try:
-                yield tx
-            finally:
-                self._local.tx = None
+        return _Outermost(self, write)
 
     @abstractmethod
     def _open(self, write: bool) -> Any: ...
@@ -194,27 +187,8 @@ class SqliteDatabase(Database):
             raise _sqlite_error(exc, self.path) from exc
         return conn
 
-    @contextmanager
-    def _open(self, write: bool) -> Iterator[Tx]:
-        conn = self._checkout()
-        try:
-            cur = conn.cursor()
-            if write:
-                cur.execute("BEGIN IMMEDIATE")
-            try:
-                yield Tx(self, cur)
-            except BaseException:
-                if write:
-                    conn.rollback()
-                raise
-            if write:
-                cur.execute("COMMIT")
-        except sqlite3.IntegrityError:
-            raise
-        except sqlite3.DatabaseError as exc:
-            raise _sqlite_error(exc, self.path) from exc
-        finally:
-            self._checkin(conn)
+    def _open(self, write: bool) -> _SqliteTx:
+        return _SqliteTx(self, write)
 
     def close(self) -> None:
         self._closed = True
@@ -226,6 +200,88 @@ class SqliteDatabase(Database):
                     pass
             self._conns.clear()
             self._idle.clear()
+
+
+class _Joined:
+    """An inner ``tx()``: the transaction already open on this thread."""
+
+    __slots__ = ("_tx",)
+
+    def __init__(self, tx: Tx) -> None:
+        self._tx = tx
+
+    def __enter__(self) -> Tx:
+        return self._tx
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _Outermost:
+    """A thread's outermost ``tx()``: the engine's transaction, marked as this thread's own.
+
+    Classes rather than generator context managers: every store call goes through here, and
+    two nested ``@contextmanager`` layers cost more than the SQLite statement they wrap.
+    """
+
+    __slots__ = ("_db", "_inner")
+
+    def __init__(self, db: Database, write: bool) -> None:
+        self._db = db
+        self._inner: AbstractContextManager[Tx] = db._open(write)
+
+    def __enter__(self) -> Tx:
+        tx = self._inner.__enter__()
+        self._db._local.tx = tx
+        return tx
+
+    def __exit__(self, et: Any, exc: Any, tb: Any) -> bool | None:
+        self._db._local.tx = None
+        return self._inner.__exit__(et, exc, tb)
+
+
+class _SqliteTx:
+    """One SQLite transaction on a borrowed connection; reads run without BEGIN."""
+
+    __slots__ = ("_db", "_write", "_conn")
+
+    def __init__(self, db: SqliteDatabase, write: bool) -> None:
+        self._db = db
+        self._write = write
+
+    def __enter__(self) -> Tx:
+        conn = self._conn = self._db._checkout()
+        try:
+            cur = conn.cursor()
+            if self._write:
+                cur.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            self._db._checkin(conn)
+            _raise_translated(exc, self._db.path)
+            raise
+        return Tx(self._db, cur)
+
+    def __exit__(self, et: Any, exc: Any, tb: Any) -> None:
+        conn = self._conn
+        try:
+            if self._write:
+                if et is None:
+                    conn.execute("COMMIT")
+                else:
+                    conn.rollback()
+        except BaseException as err:
+            _raise_translated(err, self._db.path)
+            raise
+        finally:
+            self._db._checkin(conn)
+        if exc is not None:
+            _raise_translated(exc, self._db.path)
+
+
+def _raise_translated(exc: BaseException, path: str) -> None:
+    """SQLite errors become RecallError; IntegrityError (a refused write) passes through."""
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError):
+        raise _sqlite_error(exc, path) from exc
 
 
 def _sqlite_error(exc: sqlite3.DatabaseError, path: str) -> RecallError:

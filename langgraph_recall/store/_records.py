@@ -28,19 +28,20 @@ from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn
 def touch_agent(tx: Tx, agent_id: str) -> None:
     """Create the agent row if needed and mark activity.
 
-    The UPDATE also takes the row lock on PostgreSQL, which serialises concurrent appends for
+    The upsert also takes the row lock on PostgreSQL, which serialises concurrent appends for
     one agent (so sequence numbers are handed out without gaps or duplicates).
     """
     if not isinstance(agent_id, str) or not agent_id or "\x00" in agent_id:
         raise RecallError(
             "agent_id must be a non-empty string without NUL characters", code="invalid_value"
         )
+    # One upsert: its DO UPDATE takes the row lock on PostgreSQL like a plain UPDATE would.
     tx.run(
         "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, revision_seq) "
-        "VALUES (?, {now}, {now}, 0, 0) ON CONFLICT (agent_id) DO NOTHING",
+        "VALUES (?, {now}, {now}, 0, 0) "
+        "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity",
         (agent_id,),
     )
-    tx.run("UPDATE recall_agents SET last_activity = {now} WHERE agent_id = ?", (agent_id,))
 
 
 def _next_seq(tx: Tx, agent_id: str, column: str, n: int) -> int:
@@ -493,10 +494,11 @@ def claim(
     attempt = 1 if prev is None else prev.attempt + 1
     touch_agent(tx, agent_id)
     args_type, args_data = dumps_typed(args)
-    inserted = tx.run(
+    inserted = tx.one(
         "INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, args_type, "
         "args, args_digest, idempotency_key, epoch, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) ON CONFLICT (action_id, attempt) DO NOTHING",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) ON CONFLICT (action_id, attempt) DO NOTHING "
+        "RETURNING created_at",
         (
             action_id,
             attempt,
@@ -511,7 +513,7 @@ def claim(
             epoch,
         ),
     )
-    if not inserted:
+    if inserted is None:
         # Another process claimed the same attempt between our read and our insert (possible on
         # PostgreSQL, where the read takes no lock): theirs stands and ours is in doubt.
         other = latest_action(tx, action_id)
@@ -522,8 +524,20 @@ def claim(
         "ON CONFLICT (action_id) DO UPDATE SET attempt = excluded.attempt",
         (action_id, attempt, agent_id),
     )
-    action = latest_action(tx, action_id)
-    assert action is not None
+    # Everything about the new attempt is known here: no need to read it back.
+    action = Action(
+        action_id=action_id,
+        agent_id=agent_id,
+        tool=tool,
+        klass=klass,
+        args=loads_typed(args_type, args_data),
+        args_digest=args_digest,
+        idempotency_key=idempotency_key,
+        attempt=attempt,
+        status="open",
+        created_at=float(inserted[0]),
+        thread_id=thread_id,
+    )
     return Claim("claimed", action)
 
 

@@ -458,6 +458,13 @@ class RecallStore(BaseStore):
         Insert-if-absent in one transaction: of any number of concurrent claimers of the same
         action, exactly one gets ``claimed``; the rest see ``in_doubt`` (or ``done``).
         """
+        # A finished action never changes again (its end is written once, and a new attempt
+        # only follows an abandoned or not-done one), so the repeat lookup of a resume is a
+        # plain read: no write lock, no queueing behind other writers.
+        with self._db.tx() as tx:
+            prev = _records.latest_action(tx, action_id)
+        if prev is not None and prev.status in ("done", "failed"):
+            return Claim(prev.status, prev)
         with self._db.tx(write=True) as tx:
             return _records.claim(
                 tx,
