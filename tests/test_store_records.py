@@ -511,3 +511,26 @@ def test_lease_renew_and_release_need_the_current_holder_and_epoch(
     assert renewed.expires_at > b.expires_at and renewed.expires_at > db_now(store) + 20
     with pytest.raises(LeaseHeld):
         api.acquire_lease("ag", "worker-a", 5.0)
+
+
+def test_repeat_lookup_of_a_finished_action_takes_no_write_lock(tmp_path: Any) -> None:
+    """A resume re-claims finished calls; that must not queue behind (or fail on) writers."""
+    import sqlite3
+
+    path = str(tmp_path / "recall.db")
+    with RecallStore.open(path, busy_timeout=0.2) as store:
+        _claim(Api(store, "sync"))
+        store.end("act-1", 1, "done", result="sent")
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        try:
+            assert (
+                store.claim("ag", "act-1", tool="t", args={}, args_digest="d1").action.result
+                == "sent"
+            )
+            with pytest.raises(RecallError) as err:
+                store.claim("ag", "act-2", tool="t", args={}, args_digest="d1")
+            assert err.value.code == "database" and "locked" in str(err.value)
+        finally:
+            blocker.rollback()
+            blocker.close()
