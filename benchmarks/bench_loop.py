@@ -551,6 +551,7 @@ PROFILED = [
     ("langgraph_recall.tools._durable", "begin", "  claim transaction (begin)"),
     ("langgraph_recall.tools._durable", "_finish", "  end transaction (_finish)"),
     ("langgraph_recall.tools._node", "DurableToolNode._gated_call_ids", "  approval pre-scan"),
+    ("langgraph_recall.tools._barrier", "wait_sync", "  barrier wait (AI message saved)"),
     ("langgraph_recall.checkpoint._saver", "RecallCheckpointer.get_tuple", "run start (lease)"),
     (
         "langgraph_recall.checkpoint._saver",
@@ -708,11 +709,18 @@ def instrument(saver_types: Sequence[type]) -> tuple[dict[str, _Tally], Callable
 
 
 def profile_backend(
-    label: str, plain: Any, recall: Any, saver_types: Sequence[type], *, calls: int, loops: int
+    label: str,
+    plain: Any,
+    recall: Any,
+    saver_types: Sequence[type],
+    *,
+    calls: int,
+    loops: int,
+    durability: str = "sync",
 ) -> str:
     """Markdown: per durable tool call, what langgraph-recall's loop does and spends."""
     for graph in (plain, recall, plain, recall):
-        run_once(graph)
+        run_once(graph, durability)
     tallies, restore = instrument(saver_types)
     per: dict[str, dict[str, tuple[dict[Any, int], dict[Any, float]]]] = {}
     wall: dict[str, list[float]] = {"plain": [], "recall": []}
@@ -723,7 +731,7 @@ def profile_backend(
                 t.clear()
             for _ in range(loops):
                 start, cpu0 = time.perf_counter(), time.process_time()
-                run_once(graph)
+                run_once(graph, durability)
                 wall[which].append(time.perf_counter() - start)
                 cpu[which].append(time.process_time() - cpu0)
             per[which] = {k: (dict(t.n), dict(t.t)) for k, t in tallies.items()}
@@ -737,7 +745,7 @@ def profile_backend(
     out = [f"### {label}", ""]
     med = statistics.median
     out.append(
-        f"{loops} loops each, instrumented (timers add a little). Wall ms per loop: plain "
+        f'`durability="{durability}"`, {loops} loops each, instrumented (timers add a little). Wall ms per loop: plain '
         f"{med(wall['plain']) * 1e3:.1f}, recall {med(wall['recall']) * 1e3:.1f}; CPU ms per "
         f"loop (all threads): plain {med(cpu['plain']) * 1e3:.1f}, recall "
         f"{med(cpu['recall']) * 1e3:.1f}. Figures below are per durable tool call "
@@ -814,6 +822,7 @@ def profile(args: argparse.Namespace) -> None:
                 [SqliteSaver],
                 calls=args.calls,
                 loops=args.loops,
+                durability=args.durability,
             )
         )
         if args.pg:
@@ -840,6 +849,7 @@ def profile(args: argparse.Namespace) -> None:
                     [PostgresSaver],
                     calls=args.calls,
                     loops=args.loops,
+                    durability=args.durability,
                 )
             )
     print("\n\n".join(parts))
@@ -861,6 +871,7 @@ def main(argv: list[str] | None = None) -> None:
         help="instead of the benchmark, print where langgraph-recall's added time goes",
     )
     ap.add_argument("--loops", type=int, default=20, help="loops per subject with --profile")
+    ap.add_argument("--durability", default="sync", help="LangGraph durability with --profile")
     args = ap.parse_args(argv)
     if args.profile:
         profile(args)
