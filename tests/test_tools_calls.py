@@ -72,6 +72,16 @@ def test_class_can_be_given_on_the_tool_itself(tmp_path) -> None:
     assert node.durable.needs_approval("marked")
 
 
+def test_a_tool_the_model_made_up_gets_toolnodes_answer(store, saver, tmp_path) -> None:
+    node = DurableToolNode([_effect_tool(str(tmp_path / "e"))], classes={"send": "external"})
+    graph = build_graph(
+        node, [reply("", call("teleport", to="mars")), reply("ok")], store=store, checkpointer=saver
+    )
+    out = graph.invoke({"messages": [HumanMessage("go")]}, _config("made-up"))
+    assert "not a valid tool" in str(_tool_messages(out)[0].content)
+    assert store.actions("made-up") == []
+
+
 def test_unknown_class_is_refused(tmp_path) -> None:
     with pytest.raises(RecallError) as err:
         DurableToolNode([_effect_tool(str(tmp_path / "e"))], classes={"send": "risky"})

@@ -38,7 +38,7 @@ from ._approval import Verdict, approval_step
 from ._canonical import action_key, ai_message_id, args_digest, canonical_args
 from ._classes import ToolClass, classify, declared_approval, declared_class
 from ._drive import Execute, Io, Logic, Resolve, WaitDurable, adrive, drive
-from ._keys import CONFIG_ACTION, CONFIG_KEY, key_parameters
+from ._keys import CONFIG_ACTION, CONFIG_KEY, KeyedTool, key_parameters
 from ._outcome import (
     ActionEnd,
     Output,
@@ -74,6 +74,8 @@ class DurableTools:
         undo: ``{"tool name": fn}``; ``store.undo(agent_id)`` calls ``fn(**original_args)``.
         messages_key: where the state keeps its messages.
         durable_timeout: seconds to wait for the AI message's checkpoint before refusing.
+        fill_key_params: give tools their ``IdempotencyKey`` parameters by wrapping the tool
+            handed to ToolNode (for ``create_agent``); ``DurableToolNode`` fills them itself.
 
     Raises:
         UnclassifiedTool: naming every tool without a class.
@@ -90,7 +92,9 @@ class DurableTools:
         undo: Mapping[str, Callable[..., Any]] | None = None,
         messages_key: str = "messages",
         durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
+        fill_key_params: bool = True,
     ) -> None:
+        self.fill_key_params = fill_key_params
         self._given_classes = dict(classes or {})
         self._given_approve = tuple([approve] if isinstance(approve, str) else approve)
         self._classes: dict[str, ToolClass] = {}
@@ -196,10 +200,24 @@ class DurableTools:
             self._schemas[id(tool)] = cached
         return cached
 
+    def _keyed(self, request: Any, action_id: str, args: dict[str, Any] | None = None) -> Any:
+        """The request with the key in its runtime config (and edited arguments, if any)."""
+        request = _with_key(request, action_id, args)
+        if self.fill_key_params and isinstance(request.tool, BaseTool):
+            _, params = self._schema(request.tool)
+            if params:
+                request = request.override(
+                    tool=KeyedTool.wrap(request.tool, action_id, tuple(params))
+                )
+        return request
+
     def _call(self, request: Any, handler: Callable[[Any], Any]) -> Logic[Output]:
         call = request.tool_call
         name = call["name"]
         tool = request.tool
+        if tool is None and name not in self._classes:
+            # A tool the model made up: ToolNode answers "not a valid tool"; nothing runs.
+            return (yield Execute(handler, request, None))
         klass = self._class_of(name, tool)
         gated = name in self._gated
         runtime = request.runtime
@@ -208,7 +226,7 @@ class DurableTools:
         ai_id = ai_message_id(request.state, call["id"], self.messages_key)
         action_id = action_key(agent_id, ai_id, call["id"], name)
         if klass == "pure" and not gated:
-            return (yield Execute(handler, _keyed(request, action_id), action_id))
+            return (yield Execute(handler, self._keyed(request, action_id), action_id))
 
         store = store_of(config, runtime)
         self.register_undo(store)
@@ -326,7 +344,7 @@ class DurableTools:
     ) -> Logic[Output]:
         call = request.tool_call
         edited = verdict is not None and verdict.edited
-        req = _keyed(request, action.action_id, args if edited else None)
+        req = self._keyed(request, action.action_id, args if edited else None)
         try:
             out = yield Execute(handler, req, action.action_id)
         except GraphBubbleUp:
@@ -470,8 +488,7 @@ def _record_resolution(store: RecallStore, action: Action, end: ActionEnd) -> bo
     )
 
 
-def _keyed(request: Any, action_id: str, args: dict[str, Any] | None = None) -> Any:
-    """The request with the key in its runtime config (and edited arguments, if any)."""
+def _with_key(request: Any, action_id: str, args: dict[str, Any] | None) -> Any:
     runtime = request.runtime
     if runtime is not None and dataclasses.is_dataclass(runtime):
         config = dict(getattr(runtime, "config", None) or {})

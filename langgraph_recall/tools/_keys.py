@@ -90,6 +90,52 @@ def key_parameters(tool: BaseTool) -> tuple[str, ...]:
     return tuple(sorted(n for n, h in hints.items() if n != "return" and _is_key_annotation(n, h)))
 
 
+class KeyedTool(BaseTool):
+    """``tool`` with its idempotency-key parameters filled in at invocation.
+
+    For tool nodes we do not build (``create_agent``'s): ToolNode strips every injected
+    parameter the model sent, then invokes this, which adds the real key and calls ``tool``.
+    """
+
+    inner: BaseTool
+    key: str
+    params: tuple[str, ...]
+
+    @classmethod
+    def wrap(cls, tool: BaseTool, key: str, params: tuple[str, ...]) -> KeyedTool:
+        return cls(
+            name=tool.name,
+            description=tool.description,
+            args_schema=tool.args_schema,
+            return_direct=tool.return_direct,
+            response_format=tool.response_format,
+            metadata=tool.metadata,
+            inner=tool,
+            key=key,
+            params=params,
+        )
+
+    def _filled(self, tool_input: Any) -> Any:
+        value = IdempotencyKey(self.key)
+        if isinstance(tool_input, dict) and tool_input.get("type") == "tool_call":
+            return {
+                **tool_input,
+                "args": {**tool_input["args"], **dict.fromkeys(self.params, value)},
+            }
+        if isinstance(tool_input, dict):
+            return {**tool_input, **dict.fromkeys(self.params, value)}
+        return tool_input
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        return self.inner.invoke(self._filled(input), config, **kwargs)
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        return await self.inner.ainvoke(self._filled(input), config, **kwargs)
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - invoke delegates
+        raise NotImplementedError("KeyedTool delegates invoke/ainvoke to the wrapped tool")
+
+
 def _annotated(hint: Any, metadata: list[Any]) -> Any:
     from typing import Annotated
 

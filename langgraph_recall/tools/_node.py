@@ -73,6 +73,7 @@ class DurableToolNode(ToolNode):
             undo=undo,
             messages_key=messages_key,
             durable_timeout=durable_timeout,
+            fill_key_params=False,  # _inject_tool_args below fills them
         )
         sync_wrap, async_wrap = _compose(durable, wrap_tool_call, awrap_tool_call)
         super().__init__(
