@@ -16,7 +16,7 @@ INSERT + COMMIT on the same engine and settings. Rounds are interleaved (``_harn
 added cost per durable tool call is (recall - plain) / calls, from the per-round medians.
 
     pip install call4agents==0.5.0            # benchmark-only dependency
-    python benchmarks/bench_loop.py            # SQLite and PostgreSQL, 9 rounds
+    python benchmarks/bench_loop.py            # SQLite and PostgreSQL, 7 rounds
     python benchmarks/bench_loop.py --no-pg --rounds 3
     python benchmarks/bench_loop.py --profile    # where the added time goes (counts, timings)
 
@@ -210,6 +210,7 @@ def pg_schema(dsn: str, schema: str) -> str:
     """Create ``schema`` and return the DSN whose ``search_path`` is it."""
     import psycopg
 
+    schema = schema.lower()  # search_path folds case; the quoted CREATE would not
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     sep = "&" if "?" in dsn else "?"
@@ -859,7 +860,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=20, help="tool calls per loop")
     ap.add_argument("--per-round", type=int, default=2, help="loops per subject per round")
     ap.add_argument("--pg", default=DEFAULT_PG)
