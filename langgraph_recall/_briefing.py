@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
 from ._errors import RecallError
 from ._render import call_text
 
 if TYPE_CHECKING:
     from .store import RecallStore
-    from .store._models import Action, Approval, Turn
+    from .store._models import Action, Approval, TurnView
 
 __all__ = ["BRIEFING_ID", "RECALL_TOOL_NAMES", "Briefing", "build_briefing", "is_briefing_message"]
 
@@ -233,12 +233,12 @@ def _approval_line(p: Approval, tool: str | None) -> str:
     return _cut(f"- {what} [action {_short_id(p.action_id)}]", _ITEM_CHARS)
 
 
-def _content_text(message: BaseMessage) -> str:
-    content = message.content
+def _content_text(content: Any) -> str:
+    """The text of a message's content (a string, or a list of content blocks)."""
     if isinstance(content, str):
         return content
     parts: list[str] = []
-    for block in content:
+    for block in content or ():
         if isinstance(block, str):
             parts.append(block)
         elif isinstance(block, dict) and block.get("type") == "text":
@@ -248,37 +248,38 @@ def _content_text(message: BaseMessage) -> str:
     return " ".join(parts)
 
 
-def _turn_line(turn: Turn, outputs: dict[str, dict[str, Any]]) -> str | None:
+def _turn_line(turn: TurnView, outputs: dict[str, dict[str, Any]]) -> str | None:
     """One turn as a line, or None when it is not worth the model's attention."""
-    m = turn.message
-    if is_briefing_message(m):
-        return None
-    text = _one_line(_content_text(m))
-    if isinstance(m, ToolMessage):
-        if m.name in RECALL_TOOL_NAMES:
-            return None
-        who = f"tool {m.name}" if m.name else "tool"
-        if m.status == "error":
-            who += " (error)"
-        if turn.output_ref:
-            out = outputs.get(turn.output_ref, {})
-            size = out.get("size", turn.size)
-            start = _one_line(str(out.get("preview", "")))[:120]
-            return (
-                f"{who}: [stored output, {size} chars: read it with "
-                f'fetch_output(ref="{turn.output_ref}")] starts: {start!r}'
-            )
-        return f"{who}: {_cut(text, _TURN_CHARS)}"
-    if turn.output_ref:
-        out = outputs.get(turn.output_ref, {})
-        text = (
+    f = turn.fields if isinstance(turn.fields, dict) else {}
+    if turn.role == "system" and str(f.get("id") or "").startswith(BRIEFING_ID):
+        return None  # a briefing kept in state never feeds the next briefing
+    text = _one_line(_content_text(f.get("content", "")))
+    ref = turn.output_ref
+    stored = ""
+    if ref:
+        out = outputs.get(ref, {})
+        stored = (
             f"[stored output, {out.get('size', turn.size)} chars: read it with "
-            f'fetch_output(ref="{turn.output_ref}")]'
+            f'fetch_output(ref="{ref}")]'
         )
-    else:
-        text = _cut(text, _TURN_CHARS)
-    if isinstance(m, AIMessage):
-        calls = [c for c in m.tool_calls if c.get("name") not in RECALL_TOOL_NAMES]
+    if turn.role == "tool":
+        name = f.get("name")
+        if name in RECALL_TOOL_NAMES:
+            return None
+        who = f"tool {name}" if name else "tool"
+        if f.get("status") == "error":
+            who += " (error)"
+        if ref:
+            start = _one_line(str(outputs.get(ref, {}).get("preview", "")))[:120]
+            return f"{who}: {stored} starts: {start!r}"
+        return f"{who}: {_cut(text, _TURN_CHARS)}"
+    text = stored or _cut(text, _TURN_CHARS)
+    if turn.role == "ai":
+        calls = [
+            c
+            for c in f.get("tool_calls") or ()
+            if isinstance(c, dict) and c.get("name") not in RECALL_TOOL_NAMES
+        ]
         if not text and not calls:
             return None
         line = f"assistant: {text}" if text else "assistant:"
@@ -286,18 +287,18 @@ def _turn_line(turn: Turn, outputs: dict[str, dict[str, Any]]) -> str | None:
             line += (
                 (" | " if text else " ")
                 + "called "
-                + ", ".join(call_text(c["name"], c.get("args") or {}) for c in calls)
+                + ", ".join(call_text(str(c.get("name")), c.get("args") or {}) for c in calls)
             )
         return line
-    if isinstance(m, HumanMessage):
+    if turn.role == "human":
         return f"user: {text}"
-    return f"{m.type}: {text}" if text else None
+    return f"{turn.role}: {text}" if text else None
 
 
-def _latest_human(turns: Sequence[Turn]) -> str | None:
+def _latest_human(turns: Sequence[TurnView]) -> str | None:
     for t in turns:
-        if isinstance(t.message, HumanMessage):
-            return _content_text(t.message)
+        if t.role == "human" and isinstance(t.fields, dict):
+            return _content_text(t.fields.get("content", ""))
     return None
 
 
@@ -515,7 +516,7 @@ class _TurnReader:
         self.before: int | None = None
         self.done = False
         self.scanned = 0
-        self._first: list[Turn] | None = None
+        self._first: list[TurnView] | None = None
 
     def _size(self, unit_cost: float) -> int:
         # Rows still worth reading: what is left over a turn's typical cost, plus the
@@ -524,12 +525,12 @@ class _TurnReader:
         ahead = max(0, len(self.skip) - self.scanned)
         return max(4, min(want, 256) + min(ahead, 4096))
 
-    def first_page(self) -> list[Turn]:
+    def first_page(self) -> list[TurnView]:
         if self._first is None:
             self._first = self._read(self._size(160 if self.meter.exact else 40))
         return self._first
 
-    def next_page(self, unit_cost: float) -> list[Turn]:
+    def next_page(self, unit_cost: float) -> list[TurnView]:
         if self._first is not None:
             page, self._first = self._first, None
             return page
@@ -537,7 +538,7 @@ class _TurnReader:
             return []
         return self._read(self._size(unit_cost))
 
-    def _read(self, limit: int) -> list[Turn]:
+    def _read(self, limit: int) -> list[TurnView]:
         page, self.before = self.store.turn_page(
             self.agent_id, limit, before=self.before, skip_ids=self.skip
         )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 import uuid
+from decimal import Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +22,7 @@ from langgraph_recall._briefing import (
     build_briefing,
 )
 from langgraph_recall._errors import RecallError
+from langgraph_recall._render import call_text
 from langgraph_recall.store import RecallStore, _records
 
 
@@ -98,6 +101,16 @@ def test_tool_calls_read_as_calls_and_long_arguments_as_their_length(store: Reca
     text = store.briefing("a").text
     assert "assistant: called write(path='x.txt', body=<502 chars>)" in text
     assert "z" * 201 not in text
+
+
+def test_arguments_of_any_recorded_type_render(store: RecallStore) -> None:
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    store.record(
+        "a",
+        [AIMessage("", tool_calls=[_call("pay", "c1", amount=Decimal("10.50"), at=when)], id="a1")],
+    )
+    expected = call_text("pay", {"amount": Decimal("10.50"), "at": when})  # as recorded
+    assert f"assistant: called {expected}" in store.briefing("a").text
 
 
 def test_large_results_are_references_the_model_can_open(store: RecallStore) -> None:
@@ -330,7 +343,7 @@ def test_it_reads_only_what_fits_whatever_the_history_length(
     store: RecallStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     decoded: list[int] = []
-    real = _records._turn
+    real = _records.loads_fields
 
     def counting(*args: object, **kwargs: object) -> object:
         decoded.append(1)
@@ -338,12 +351,12 @@ def test_it_reads_only_what_fits_whatever_the_history_length(
 
     store.record("short", [m for i in range(50) for m in _exchange(i)])
     store.record("long", [m for i in range(2500) for m in _exchange(i)])
-    monkeypatch.setattr(_records, "_turn", counting)
+    monkeypatch.setattr(_records, "loads_fields", counting)
     store.briefing("short", token_budget=1000)
     short = len(decoded)
     decoded.clear()
     b = store.briefing("long", token_budget=1000)
-    assert len(decoded) <= short + 8  # 10,000 turns read like 200: only a page that fits
+    assert 0 < len(decoded) <= short + 8  # 10,000 turns read like 200: only a page that fits
     assert len(decoded) < 4 * b.turns_shown
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from langchain_core.messages import BaseMessage
 
@@ -25,6 +25,18 @@ class Turn:
     created_at: float
     output_ref: str | None = None
     size: int = 0
+
+
+class TurnView(NamedTuple):
+    """A recorded turn as a reader that only looks sees it (the briefing): the message's fields
+    as recorded (``type``, ``content``, ``tool_calls``, ``name``...), not rebuilt."""
+
+    seq: int
+    msg_id: str
+    role: str
+    fields: dict[str, Any]
+    output_ref: str | None
+    size: int
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from .._errors import ApprovalDenied, ApprovalMismatch, ApprovalRequired, LeaseHeld, RecallError
-from ._codec import dump_json, dumps_typed, load_json, loads_typed
+from ._codec import dump_json, dumps_typed, load_json, loads_fields, loads_typed
 from ._db import Tx
-from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn
+from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView
 
 # --- agents ----------------------------------------------------------------------------------
 
@@ -229,10 +229,11 @@ def turn_page(
     *,
     before: int | None = None,
     skip_ids: Container[str] = (),
-) -> tuple[list[Turn], int | None]:
-    """Up to ``limit`` turns before seq ``before``, newest first, outputs left as references.
+) -> tuple[list[TurnView], int | None]:
+    """Up to ``limit`` turns before seq ``before``, newest first, as ``TurnView``s (fields as
+    recorded, large outputs left as references).
 
-    Rows whose msg_id is in ``skip_ids`` are read but never decoded. Returns the turns and the
+    Rows whose msg_id is in ``skip_ids`` are read but never decoded. Returns the views and the
     seq to pass as ``before`` for the next page (None once the oldest turn has been read).
     """
     cond = "agent_id = ?"
@@ -241,11 +242,16 @@ def turn_page(
         cond += " AND seq < ?"
         params.append(before)
     rows = tx.all(
-        f"SELECT {_TURN_COLS} FROM recall_turns WHERE {cond} ORDER BY seq DESC LIMIT ?",
+        "SELECT seq, msg_id, role, dtype, data, output_ref, size FROM recall_turns "
+        f"WHERE {cond} ORDER BY seq DESC LIMIT ?",
         [*params, int(limit)],
     )
-    out = [_turn(tx, r, resolve_outputs=False) for r in rows if r[2] not in skip_ids]
-    lowest = int(rows[-1][1]) if rows else 1
+    out = [
+        TurnView(int(r[0]), r[1], r[2], loads_fields(r[3], r[4]), r[5], int(r[6]))
+        for r in rows
+        if r[1] not in skip_ids
+    ]
+    lowest = int(rows[-1][0]) if rows else 1
     return out, (lowest if len(rows) == int(limit) and lowest > 1 else None)
 
 

@@ -32,7 +32,7 @@ from langgraph.store.base import (
 from .._errors import RecallError
 from . import _items, _records
 from ._db import Database, PostgresDatabase, SqliteDatabase, is_postgres_target, sqlite_path
-from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, UndoReport
+from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView, UndoReport
 from ._secret import postgres_secret, sqlite_secret
 
 if TYPE_CHECKING:
@@ -344,16 +344,18 @@ class RecallStore(BaseStore):
         *,
         before: int | None = None,
         skip_ids: Container[str] = (),
-    ) -> tuple[list[Turn], int | None]:
+    ) -> tuple[list[TurnView], int | None]:
         """Up to ``limit`` turns older than seq ``before``, newest first, for readers that stop
-        early (the briefing): large outputs stay references, turns in ``skip_ids`` are not
-        decoded. Returns the turns and the ``before`` of the next page (None at the start)."""
+        early (the briefing): each a ``TurnView`` of the fields as recorded (several times
+        cheaper than rebuilding messages), large outputs left as references, turns in
+        ``skip_ids`` not decoded. Returns them and the ``before`` of the next page (None at the
+        start of the history)."""
         with self._db.tx() as tx:
             return _records.turn_page(tx, agent_id, limit, before=before, skip_ids=skip_ids)
 
     async def aturn_page(
         self, agent_id: str, limit: int, *, before: int | None = None, skip_ids: Container[str] = ()
-    ) -> tuple[list[Turn], int | None]:
+    ) -> tuple[list[TurnView], int | None]:
         return await self._run(self.turn_page, agent_id, limit, before=before, skip_ids=skip_ids)
 
     # --- working state, milestones, pointers -------------------------------------------------
