@@ -26,12 +26,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 
-from langgraph_recall import RecallError, RecallStore
-from langgraph_recall._diff import diff, steps_of
-from langgraph_recall._hooks import with_briefing
-from langgraph_recall._replay import ReplayChatModel
+from langgraph_recall import (
+    DurableToolNode,
+    RecallError,
+    RecallStore,
+    ReplayChatModel,
+    diff,
+    with_briefing,
+)
+from langgraph_recall._diff import steps_of
 from langgraph_recall.testing import ScriptedChatModel, call, reply
-from langgraph_recall.tools import DurableToolNode
 
 SCRIPT = [
     reply("", call("check_stock", item="widget")),
