@@ -53,6 +53,9 @@ _TURN_CHARS = 600  # a turn longer than this shows its start and how much more t
 _ITEM_CHARS = 300  # pointers, memories, approvals: one line each, at most this long
 _SCAN_ROWS = 1000  # rows of history read beyond the excluded ones, whatever the budget
 _MIN_PIECE = 40  # a shortened piece keeps at least this many characters (or is left out)
+# Characters a turn line is first assumed to take. Low on purpose: reading a few rows too
+# many costs microseconds, a page too few costs another round trip to the database.
+_FIRST_GUESS = 60.0
 
 
 def is_briefing_message(message: BaseMessage) -> bool:
@@ -350,6 +353,33 @@ def build_briefing(
         )
     meter = _Meter(token_budget, token_counter)
     skip = frozenset(exclude_msg_ids or ())
+    # All reads on one connection (the store's transactions are re-entrant per thread): one
+    # pool checkout instead of one per read, which is most of the cost on PostgreSQL.
+    with store._db.tx():
+        return _build(
+            store,
+            agent_id,
+            meter,
+            skip,
+            token_budget,
+            query,
+            memory_namespace,
+            memory_limit,
+            tool_hint,
+        )
+
+
+def _build(
+    store: RecallStore,
+    agent_id: str,
+    meter: _Meter,
+    skip: frozenset[str],
+    token_budget: int,
+    query: str | None,
+    memory_namespace: Any,
+    memory_limit: int,
+    tool_hint: bool,
+) -> Briefing:
 
     # Everything but the turns is small and read whole; the turns are paged below.
     state = store.working_state(agent_id)
@@ -527,7 +557,9 @@ class _TurnReader:
 
     def first_page(self) -> list[TurnView]:
         if self._first is None:
-            self._first = self._read(self._size(160 if self.meter.exact else 40))
+            self._first = self._read(
+                self._size(_FIRST_GUESS if self.meter.exact else _FIRST_GUESS / 4)
+            )
         return self._first
 
     def next_page(self, unit_cost: float) -> list[TurnView]:
@@ -562,7 +594,7 @@ def _place_turns(turns: _TurnReader, meter: _Meter) -> tuple[_Section | None, in
     lines: list[tuple[int, str]] = []
     oldest_seq = 0
     spent = 0
-    unit_cost = 160.0 if meter.exact else 40.0
+    unit_cost = _FIRST_GUESS if meter.exact else _FIRST_GUESS / 4
     full = False
     while not full:
         page = turns.next_page(unit_cost)

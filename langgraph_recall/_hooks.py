@@ -51,10 +51,8 @@ def _checkpointer_records(config: Any) -> bool:
     saver = checkpointer_of(config)
     if saver is None:
         return False
-    try:
-        from .checkpoint import RecallCheckpointer  # type: ignore[attr-defined]
-    except ImportError:  # the checkpointer package is not there yet
-        return False
+    from .checkpoint import RecallCheckpointer  # imported late: the checkpointer imports the store
+
     return isinstance(saver, RecallCheckpointer)
 
 
