@@ -487,44 +487,88 @@ def claim(
     again, as a new attempt under the same idempotency key.
     """
     prev = latest_action(tx, action_id)
-    if prev is not None:
-        if prev.status == "open":
-            return Claim("in_doubt", prev)
-        if prev.status in ("done", "failed"):
-            return Claim(prev.status, prev)
-        if prev.args_digest != args_digest:
-            raise ApprovalMismatch(
-                f"action {action_id} was recorded for other arguments; it will not run with new ones",
-                code="approval_mismatch",
-            )
-    attempt = 1 if prev is None else prev.attempt + 1
+    return settled_claim(prev, action_id, args_digest) or insert_attempt(
+        tx,
+        prev,
+        agent_id=agent_id,
+        action_id=action_id,
+        tool=tool,
+        klass=klass,
+        args=args,
+        args_digest=args_digest,
+        idempotency_key=idempotency_key,
+        thread_id=thread_id,
+        epoch=epoch,
+    )
+
+
+def settled_claim(prev: Action | None, action_id: str, args_digest: str) -> Claim | None:
+    """What a claim answers from the action's latest attempt alone; None when a new attempt
+    is due (no attempt yet, or the last was abandoned or not done)."""
+    if prev is None:
+        return None
+    if prev.status == "open":
+        return Claim("in_doubt", prev)
+    if prev.status in ("done", "failed"):
+        return Claim(prev.status, prev)
+    if prev.args_digest != args_digest:
+        raise ApprovalMismatch(
+            f"action {action_id} was recorded for other arguments; it will not run with new ones",
+            code="approval_mismatch",
+        )
+    return None
+
+
+def insert_attempt(
+    tx: Tx,
+    prev: Action | None,
+    *,
+    agent_id: str,
+    action_id: str,
+    tool: str,
+    klass: str,
+    args: Any,
+    args_digest: str,
+    idempotency_key: str,
+    thread_id: str | None,
+    epoch: int | None,
+) -> Claim:
+    """Insert the attempt after ``prev`` (which may have been read before this transaction).
+
+    The primary key (action_id, attempt) decides every race: of the claimers that saw the same
+    ``prev``, one inserts and the others conflict, then answer from the attempt that won.
+    """
     touch_agent(tx, agent_id)
     args_type, args_data = dumps_typed(args)
-    inserted = tx.one(
-        "INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, args_type, "
-        "args, args_digest, idempotency_key, epoch, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) ON CONFLICT (action_id, attempt) DO NOTHING "
-        "RETURNING created_at",
-        (
-            action_id,
-            attempt,
-            agent_id,
-            thread_id,
-            tool,
-            klass,
-            args_type,
-            args_data,
-            args_digest,
-            idempotency_key,
-            epoch,
-        ),
-    )
-    if inserted is None:
-        # Another process claimed the same attempt between our read and our insert (possible on
-        # PostgreSQL, where the read takes no lock): theirs stands and ours is in doubt.
-        other = latest_action(tx, action_id)
-        assert other is not None
-        return Claim("in_doubt" if other.status == "open" else other.status, other)  # type: ignore[arg-type]
+    while True:
+        attempt = 1 if prev is None else prev.attempt + 1
+        inserted = tx.one(
+            "INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, "
+            "args_type, args, args_digest, idempotency_key, epoch, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) "
+            "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at",
+            (
+                action_id,
+                attempt,
+                agent_id,
+                thread_id,
+                tool,
+                klass,
+                args_type,
+                args_data,
+                args_digest,
+                idempotency_key,
+                epoch,
+            ),
+        )
+        if inserted is not None:
+            break
+        # Another claimer inserted this attempt after our read: answer from theirs (it may
+        # even have been abandoned since, in which case the next attempt is ours to try).
+        prev = latest_action(tx, action_id)
+        settled = settled_claim(prev, action_id, args_digest)
+        if settled is not None:
+            return settled
     tx.run(
         "INSERT INTO recall_open_actions (action_id, attempt, agent_id) VALUES (?, ?, ?) "
         "ON CONFLICT (action_id) DO UPDATE SET attempt = excluded.attempt",
@@ -566,6 +610,23 @@ def end(
         raise RecallError(
             f"outcome must be one of {END_OUTCOMES}, got {outcome!r}", code="invalid_value"
         )
+    rtype, rdata = (None, None) if outcome != "done" else dumps_typed(result)
+    # Inserted only if the intent exists (the SELECT) and has no end yet (the primary key), in
+    # one statement; the typed NULL keeps PostgreSQL from reading a missing result as text.
+    blob = "BYTEA" if tx.dialect == "postgres" else "BLOB"
+    inserted = tx.run(
+        "INSERT INTO recall_action_ends (action_id, attempt, outcome, result_type, result, error, "
+        f"note, resolved_by, created_at) SELECT a.action_id, a.attempt, ?, ?, CAST(? AS {blob}), "
+        "?, ?, ?, {now} FROM recall_actions a WHERE a.action_id = ? AND a.attempt = ? "
+        "ON CONFLICT (action_id, attempt) DO NOTHING",
+        (outcome, rtype, rdata, error, note, resolved_by, action_id, attempt),
+    )
+    if inserted:
+        tx.run(
+            "DELETE FROM recall_open_actions WHERE action_id = ? AND attempt = ?",
+            (action_id, attempt),
+        )
+        return True
     if (
         tx.one(
             "SELECT 1 FROM recall_actions WHERE action_id = ? AND attempt = ?", (action_id, attempt)
@@ -575,19 +636,7 @@ def end(
         raise RecallError(
             f"no intent for action {action_id} attempt {attempt}", code="unknown_action"
         )
-    rtype, rdata = (None, None) if outcome != "done" else dumps_typed(result)
-    inserted = tx.run(
-        "INSERT INTO recall_action_ends (action_id, attempt, outcome, result_type, result, error, "
-        "note, resolved_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now}) "
-        "ON CONFLICT (action_id, attempt) DO NOTHING",
-        (action_id, attempt, outcome, rtype, rdata, error, note, resolved_by),
-    )
-    if inserted:
-        tx.run(
-            "DELETE FROM recall_open_actions WHERE action_id = ? AND attempt = ?",
-            (action_id, attempt),
-        )
-    return bool(inserted)
+    return False
 
 
 def actions(tx: Tx, agent_id: str, open_only: bool) -> list[Action]:

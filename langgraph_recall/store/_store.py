@@ -460,16 +460,20 @@ class RecallStore(BaseStore):
         Insert-if-absent in one transaction: of any number of concurrent claimers of the same
         action, exactly one gets ``claimed``; the rest see ``in_doubt`` (or ``done``).
         """
-        # A finished action never changes again (its end is written once, and a new attempt
-        # only follows an abandoned or not-done one), so the repeat lookup of a resume is a
-        # plain read: no write lock, no queueing behind other writers.
+        # Read first, without the write lock. A finished action never changes again (its end
+        # is written once, and a new attempt only follows an abandoned or not-done one), and an
+        # open one can only become finished: either answer stays true, so the repeat lookup of
+        # a resume needs no lock. A new attempt is inserted under the write lock, where the
+        # primary key settles any race with claimers that read the same state.
         with self._db.tx() as tx:
             prev = _records.latest_action(tx, action_id)
-        if prev is not None and prev.status in ("done", "failed"):
-            return Claim(prev.status, prev)
+        settled = _records.settled_claim(prev, action_id, args_digest)
+        if settled is not None:
+            return settled
         with self._db.tx(write=True) as tx:
-            return _records.claim(
+            return _records.insert_attempt(
                 tx,
+                prev,
                 agent_id=agent_id,
                 action_id=action_id,
                 tool=tool,
