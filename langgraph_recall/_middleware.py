@@ -122,6 +122,18 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             await self._durable.asettle(store, agent)
         return None
 
+    def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record what the run added after its last model call (results of a last tool step)."""
+        store, agent, thread, config = self._where(runtime)
+        if not _checkpointer_records(config):
+            record_messages(
+                store, agent, _state_messages(state, self.messages_key), thread_id=thread
+            )
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.after_agent, state, runtime)
+
     # --- every model call -------------------------------------------------------------------
 
     def _prepare(self, request: ModelRequest) -> ModelRequest:

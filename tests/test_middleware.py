@@ -145,3 +145,25 @@ def test_approval_and_once_only_options_reach_the_tool_calls(
     assert out["messages"][-1].content == "done"
     # The same call again (a replayed resume) returns the recorded result, it does not pay twice.
     assert [a.status for a in store.actions("a")] == ["done"]
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_a_run_that_ends_on_a_tool_result_records_it_too(
+    store: RecallStore, use_async: bool
+) -> None:
+    @tool(return_direct=True)
+    def lookup(q: str) -> str:
+        """Look something up and answer with it directly."""
+        return f"answer to {q}"
+
+    model = ScriptedChatModel([reply("", call("lookup", q="rates"))])
+    agent = create_agent(
+        model,
+        [lookup],
+        middleware=[RecallMiddleware(classes={"lookup": "pure"})],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
+    out = _invoke(agent, {"messages": [HumanMessage("rates?")]}, config("t", "a"), use_async)
+    assert out["messages"][-1].content == "answer to rates"  # the run ended on the tool result
+    assert [t.msg_id for t in store.turns("a")] == [m.id for m in out["messages"]]
