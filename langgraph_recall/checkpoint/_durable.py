@@ -19,23 +19,26 @@ class DurableLog:
     """A bounded set of (thread_id, checkpoint_id) whose ``put`` has returned, plus waiters."""
 
     def __init__(self, capacity: int = 4096) -> None:
-        self._done: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # (thread_id, checkpoint_id) -> True once written, False if its put failed.
+        self._done: OrderedDict[tuple[str, str], bool] = OrderedDict()
         self._capacity = capacity
         self._cond = threading.Condition()
 
-    def mark(self, thread_id: str, checkpoint_id: str) -> None:
+    def mark(self, thread_id: str, checkpoint_id: str, written: bool = True) -> None:
+        """Record that the put of this checkpoint returned (or failed: ``written=False``)."""
         with self._cond:
-            self._done[(thread_id, checkpoint_id)] = None
+            self._done[(thread_id, checkpoint_id)] = written
             if len(self._done) > self._capacity:
                 self._done.popitem(last=False)
             self._cond.notify_all()
 
     def seen(self, thread_id: str, checkpoint_id: str) -> bool:
         with self._cond:
-            return (thread_id, checkpoint_id) in self._done
+            return self._done.get((thread_id, checkpoint_id), False)
 
     def wait(self, thread_id: str, checkpoint_id: str, timeout: float) -> bool:
-        """Block until that checkpoint is marked or ``timeout`` passes; True if it was marked."""
+        """Block until that checkpoint's put returns or ``timeout`` passes; True if it was
+        written, False on timeout or if its put failed (a fenced-out run)."""
         deadline = time.monotonic() + max(0.0, timeout)
         key = (thread_id, checkpoint_id)
         with self._cond:
@@ -44,4 +47,4 @@ class DurableLog:
                 if left <= 0:
                     return False
                 self._cond.wait(left)
-            return True
+            return self._done[key]

@@ -35,6 +35,17 @@ _hits: dict[str, int] = {}
 _lock = threading.Lock()
 
 
+def arm(spec: str) -> None:
+    """Replace the armed faults (same syntax as the variable; "" disarms) and reset counts.
+
+    For test harnesses that keep one process across scenarios.
+    """
+    global _FAULTS
+    with _lock:
+        _FAULTS = _parse(spec)
+        _hits.clear()
+
+
 def fault_point(name: str) -> None:
     """Stop, kill or end this process here if the environment asked for it (else nothing)."""
     if not _FAULTS or name not in _FAULTS:

@@ -71,9 +71,9 @@ def install_sqlite_fence(conn: sqlite3.Connection) -> None:
 
 
 def install_pg_fence(conn: Any) -> None:
-    """Create the function and trigger once, under an advisory lock (``conn``: autocommit)."""
+    """Create the function and trigger if missing (``conn``: autocommit; the caller holds the
+    setup lock, so no other process runs this DDL at the same time)."""
     with conn.transaction():
-        conn.execute(f"SELECT pg_advisory_xact_lock({PG_FENCE_LOCK})")
         row = conn.execute(
             "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
             "WHERE t.tgname = 'recall_fence_checkpoints' AND c.oid = 'checkpoints'::regclass"

@@ -11,6 +11,7 @@ with ``close_same_database_saver`` (``RecallCheckpointer.close()`` does).
 from __future__ import annotations
 
 import sqlite3
+import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -78,6 +79,36 @@ def _sqlite_saver(path: str, busy_timeout: float, synchronous: str) -> BaseCheck
     return saver
 
 
+def _pg_ready(conn: Any, migrations: int) -> bool:
+    """Tables at the saver's latest migration and the fence trigger present: nothing to do."""
+    row = conn.execute(
+        "SELECT to_regclass('checkpoint_migrations') IS NOT NULL AS has_table, "
+        "EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'recall_fence_checkpoints' "
+        "AND tgrelid = to_regclass('checkpoints')) AS fenced"
+    ).fetchone()
+    if not (row["has_table"] and row["fenced"]):
+        return False
+    top = conn.execute("SELECT max(v) AS v FROM checkpoint_migrations").fetchone()
+    return top["v"] is not None and top["v"] >= migrations - 1
+
+
+def _pg_setup_once(conn: Any, saver: Any) -> None:
+    """Run PostgresSaver.setup() and install the fence, one process at a time.
+
+    Two processes setting up a fresh database at once both insert the same migration version.
+    The lock is taken by polling, never by waiting inside a statement: setup() runs CREATE INDEX
+    CONCURRENTLY, which waits for every open transaction, including another process's
+    statement blocked on the lock, and that would be a deadlock nobody detects.
+    """
+    while not conn.execute(f"SELECT pg_try_advisory_lock({PG_FENCE_LOCK}) AS ok").fetchone()["ok"]:
+        time.sleep(0.05)
+    try:
+        saver.setup()
+        install_pg_fence(conn)
+    finally:
+        conn.execute(f"SELECT pg_advisory_unlock({PG_FENCE_LOCK})")
+
+
 def _postgres_saver(dsn: str) -> BaseCheckpointSaver:
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
@@ -101,14 +132,8 @@ def _postgres_saver(dsn: str) -> BaseCheckpointSaver:
     try:
         saver = PostgresSaver(pool)
         with pool.connection() as conn:
-            # PostgresSaver.setup() is not safe to run from two processes at once on a fresh
-            # database (both insert the same migration version): serialise it.
-            conn.execute(f"SELECT pg_advisory_lock({PG_FENCE_LOCK})")
-            try:
-                saver.setup()
-                install_pg_fence(conn)
-            finally:
-                conn.execute(f"SELECT pg_advisory_unlock({PG_FENCE_LOCK})")
+            if not _pg_ready(conn, len(saver.MIGRATIONS)):
+                _pg_setup_once(conn, saver)
     except Exception as exc:
         pool.close()
         raise RecallError(

@@ -154,7 +154,17 @@ class RecallCheckpointer(BaseCheckpointSaver):
 
     @property
     def lease_ttl(self) -> float:
+        """Seconds a lease lasts without renewal."""
         return self._shared.keeper.ttl
+
+    @property
+    def wait(self) -> float:
+        """Seconds a run waits for a busy agent before ``LeaseHeld`` (settable)."""
+        return self._shared.keeper.wait
+
+    @wait.setter
+    def wait(self, seconds: float) -> None:
+        self._shared.keeper.wait = float(seconds)
 
     @property
     def config_specs(self) -> list:
@@ -244,6 +254,7 @@ class RecallCheckpointer(BaseCheckpointSaver):
                 )
                 if duplicate is not None:
                     raise duplicate
+            self._catch_up_previous_thread(agent_id, thread_id)
         except BaseException:
             shared.keeper.release(agent_id)
             raise
@@ -261,6 +272,20 @@ class RecallCheckpointer(BaseCheckpointSaver):
                 stacklevel=3,
             )
         return run
+
+    def _catch_up_previous_thread(self, agent_id: str, thread_id: str) -> None:
+        """The agent moves to another thread: the thread it last recorded from may hold
+        messages a crash left unrecorded there. Queue them before this run's own."""
+        newest = self.store.turns(agent_id, last=1)
+        if not newest or not newest[-1].thread_id or newest[-1].thread_id == thread_id:
+            return
+        previous = str(newest[-1].thread_id)
+        saved = self.inner.get_tuple({"configurable": {"thread_id": previous, "checkpoint_ns": ""}})
+        if saved is not None:
+            values = saved.checkpoint["channel_values"]
+            messages = messages_in(values.get(self.messages_key))
+            if messages:
+                self._shared.recorder.submit(agent_id, previous, messages, catch_up=True)
 
     def _restored(self, run: Run, saved: CheckpointTuple | None) -> None:
         messages = (
@@ -409,8 +434,15 @@ class RecallCheckpointer(BaseCheckpointSaver):
         return _stamped(metadata, agent_id, epoch), agent_id, False
 
     def _put_failed(
-        self, agent_id: str | None, own_lease: bool, exc: BaseException
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        agent_id: str | None,
+        own_lease: bool,
+        exc: BaseException,
     ) -> BaseException:
+        # Wake durability waiters now: this run will never write this checkpoint.
+        self._shared.durable.mark(str(thread_id_of(config)), checkpoint["id"], written=False)
         if agent_id is not None and is_fence_error(exc):
             lost = self._shared.keeper.mark_lost(
                 agent_id, "the database refused a checkpoint written under the old lease epoch"
@@ -470,7 +502,7 @@ class RecallCheckpointer(BaseCheckpointSaver):
         try:
             stored = self.inner.put(config, checkpoint, md, new_versions)
         except BaseException as exc:
-            err = self._put_failed(agent_id, own, exc)
+            err = self._put_failed(config, checkpoint, agent_id, own, exc)
             if err is exc:
                 raise
             raise err from exc
@@ -496,7 +528,7 @@ class RecallCheckpointer(BaseCheckpointSaver):
         try:
             stored = await self._acall("put", config, checkpoint, md, new_versions)
         except BaseException as exc:
-            err = self._put_failed(agent_id, own, exc)
+            err = self._put_failed(config, checkpoint, agent_id, own, exc)
             if err is exc:
                 raise
             raise err from exc

@@ -1,0 +1,197 @@
+"""One process acts for an agent at a time: taken at run start, renewed, released at run end."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fix_checkpoint import (
+    Worker,
+    assert_linear,
+    config,
+    count_steps,
+    read_log,
+    step_graph,
+    turn_input,
+)
+
+from langgraph_recall import RecallError
+from langgraph_recall._errors import LeaseHeld
+from langgraph_recall.checkpoint._same_db import close_same_database_saver, same_database_saver
+from langgraph_recall.store import RecallStore
+
+pytest_plugins = ("fix_checkpoint",)  # the attach_workers fixture
+
+
+@pytest.fixture
+def inner(store: RecallStore) -> Iterator[Any]:
+    """A plain saver on the store's database, to read the history the workers wrote."""
+    saver = same_database_saver(store)
+    yield saver
+    close_same_database_saver(saver)
+
+
+@pytest.fixture
+def workers(attach_workers: Callable[..., list[Worker]]) -> list[Worker]:
+    """Two worker processes (A and B) on the test's database, with long leases."""
+    return attach_workers("A", "B", ttl=60)
+
+
+def test_second_process_gets_lease_held_and_runs_nothing(
+    workers: list[Worker], store: RecallStore, inner: Any
+) -> None:
+    a, b = workers
+    a.invoke("t1", "agent-1", "hello", plan={"block_at": 1})
+    a.expect("blocked")
+    b.invoke("t1", "agent-1", "hello from B")
+    refused = b.result()
+    assert refused["ok"] is False and refused["code"] == "lease_held"
+    assert refused["details"]["holder"] == a.holder
+    assert refused["details"]["expires_at"] > 0
+    a.open_gate()
+    assert a.result()["ok"] is True
+    assert {r["who"] for r in read_log(a.log)} == {"A"}, "B ran a node"
+    assert_linear(inner, "t1")
+
+
+@pytest.mark.parametrize("outcome", ["finished", "raised", "interrupted"])
+def test_next_process_starts_at_once_after_the_run_ends(
+    workers: list[Worker], store: RecallStore, outcome: str
+) -> None:
+    # Leases last 60 s here: B can only start at once if A released its lease at the end.
+    a, b = workers
+    plan = {"finished": {}, "raised": {"fail_at": 2}, "interrupted": {"interrupt_at": 2}}[outcome]
+    a.invoke("t1", "agent-1", "go", plan=plan)
+    first = a.result()
+    if outcome == "raised":
+        assert first["ok"] is False and "failed on purpose" in first["error"]
+    else:
+        assert first["ok"] is True and first["interrupted"] == (outcome == "interrupted")
+    b.invoke("t1", "agent-1", "next turn", wait=0)
+    assert b.result()["ok"] is True
+
+
+def test_lease_is_renewed_while_a_run_outlasts_it(store: RecallStore) -> None:
+    cp = store.checkpointer(lease_ttl=0.6)
+    intruder: list[str] = []
+
+    def outlast_lease(k: int, cfg: Any) -> None:
+        if k == 1:
+            time.sleep(1.5)  # past the 0.6 s ttl: only renewal keeps the lease ours
+            try:
+                store.acquire_lease("agent-1", "intruder", 10)
+                intruder.append("took it")
+            except LeaseHeld:
+                intruder.append("refused")
+
+    graph = step_graph(on_step=outlast_lease).compile(checkpointer=cp, store=store)
+    out = graph.invoke(turn_input("go", 2), config("t1", "agent-1"))
+    assert out["n"] == 2
+    assert intruder == ["refused"]
+    cp.close()
+
+
+def test_in_process_second_run_of_the_same_agent_is_refused(store: RecallStore) -> None:
+    cp = store.checkpointer(lease_ttl=30)
+    inside = threading.Event()
+    go_on = threading.Event()
+
+    def hold(k: int, cfg: Any) -> None:
+        inside.set()
+        assert go_on.wait(60)
+
+    graph = step_graph(on_step=hold).compile(checkpointer=cp, store=store)
+    runner = threading.Thread(
+        target=graph.invoke, args=(turn_input("a", 1), config("t1", "agent-1"))
+    )
+    runner.start()
+    assert inside.wait(60)
+    # Same holder id, so the database lease alone would let it in: the process must refuse.
+    with pytest.raises(LeaseHeld):
+        graph.invoke(turn_input("b", 1), config("t2", "agent-1"))
+    go_on.set()
+    runner.join(60)
+    cp.close()
+
+
+def test_wait_queues_behind_a_running_holder(store: RecallStore) -> None:
+    first = store.checkpointer(lease_ttl=30)
+    second = store.checkpointer(lease_ttl=30, wait=60)
+    inside = threading.Event()
+    go_on = threading.Event()
+    order: list[str] = []
+
+    def hold(k: int, cfg: Any) -> None:
+        if cfg["configurable"]["thread_id"] == "t1":
+            inside.set()
+            assert go_on.wait(60)
+        order.append(cfg["configurable"]["thread_id"])
+
+    g = step_graph(on_step=hold)
+    runner = threading.Thread(
+        target=g.compile(checkpointer=first, store=store).invoke,
+        args=(turn_input("a", 1), config("t1", "agent-1")),
+    )
+    runner.start()
+    assert inside.wait(60)
+    waiter = threading.Thread(
+        target=g.compile(checkpointer=second, store=store).invoke,
+        args=(turn_input("b", 1), config("t2", "agent-1")),
+    )
+    waiter.start()
+    go_on.set()
+    runner.join(60)
+    waiter.join(60)
+    assert order == ["t1", "t2"]
+    first.close()
+    second.close()
+
+
+def test_wait_gives_up_with_lease_held(store: RecallStore) -> None:
+    store.acquire_lease("agent-1", "someone-else", 30)
+    cp = store.checkpointer(lease_ttl=30, wait=0.3)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    with pytest.raises(RecallError) as err:
+        graph.invoke(turn_input("a", 1), config("t1", "agent-1"))
+    assert err.value.code == "lease_held"
+    assert err.value.details["holder"] == "someone-else"
+    cp.close()
+
+
+def test_reads_and_update_state_need_no_lease(store: RecallStore) -> None:
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    cfg = config("t1", "agent-1")
+    graph.invoke(turn_input("a", 1), cfg)
+    before = store.lease("agent-1")
+    assert graph.get_state(cfg).values["n"] == 1
+    assert len(list(graph.get_state_history(cfg))) >= 3
+    assert store.lease("agent-1") == before, "get_state took the lease"
+    graph.update_state(cfg, {"target": 5})
+    assert graph.get_state(cfg).values["target"] == 5
+    assert cp.current_epoch("agent-1") is None
+    cp.close()
+
+
+def test_update_state_refused_while_another_process_runs_the_agent(
+    workers: list[Worker], store: RecallStore, inner: Any
+) -> None:
+    a, _ = workers
+    a.invoke("t1", "agent-1", "hello", plan={"block_at": 2})
+    a.expect("blocked")
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    cfg = config("t1", "agent-1")
+    with pytest.raises(LeaseHeld) as err:
+        graph.update_state(cfg, {"target": 9})
+    assert err.value.details["holder"] == a.holder
+    a.open_gate()
+    assert a.result()["ok"] is True
+    graph.update_state(cfg, {"target": 9})  # free now
+    assert graph.get_state(cfg).values["target"] == 9
+    assert_linear(inner, "t1")
+    assert count_steps(a.log) == {1: 1, 2: 1, 3: 1}
+    cp.close()
