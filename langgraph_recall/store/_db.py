@@ -153,6 +153,13 @@ class SqliteDatabase(Database):
         # SQLite defers closing a file while other connections of the process hold locks.)
         self._idle: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
+        # This process's writers to the file take turns here before BEGIN IMMEDIATE. SQLite's
+        # own busy handler makes a writer that finds the file locked sleep 1, 2, 5... ms, and
+        # the recorder thread, the tool calls' claims and LangGraph's checkpoint writes collide
+        # on every step of a run; a lock wakes the next writer the moment the last one commits.
+        # Other processes still meet at SQLite's lock (busy_timeout). Re-entrant, so a saver on
+        # the same file can share it (``same_database_saver``) and nest without deadlock.
+        self.write_lock = threading.RLock()
 
     def _checkout(self) -> sqlite3.Connection:
         with self._conns_lock:
@@ -250,16 +257,26 @@ class _SqliteTx:
         self._write = write
 
     def __enter__(self) -> Tx:
-        conn = self._conn = self._db._checkout()
+        db = self._db
+        if self._write and not db.write_lock.acquire(timeout=db.busy_timeout):
+            raise _sqlite_error(sqlite3.OperationalError("database is locked"), db.path)
+        try:
+            conn = self._conn = db._checkout()
+        except BaseException:
+            if self._write:
+                db.write_lock.release()
+            raise
         try:
             cur = conn.cursor()
             if self._write:
                 cur.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
-            self._db._checkin(conn)
-            _raise_translated(exc, self._db.path)
+            db._checkin(conn)
+            if self._write:
+                db.write_lock.release()
+            _raise_translated(exc, db.path)
             raise
-        return Tx(self._db, cur)
+        return Tx(db, cur)
 
     def __exit__(self, et: Any, exc: Any, tb: Any) -> None:
         conn = self._conn
@@ -274,6 +291,8 @@ class _SqliteTx:
             raise
         finally:
             self._db._checkin(conn)
+            if self._write:
+                self._db.write_lock.release()
         if exc is not None:
             _raise_translated(exc, self._db.path)
 
