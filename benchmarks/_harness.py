@@ -1,0 +1,169 @@
+"""Shared benchmark helpers: interleaved rounds, medians with their spread, a markdown report.
+
+A benchmark script builds ``Case`` objects (one operation of one subject, timed call by call)
+and hands them to ``run_interleaved``: every round runs every case once, in a rotating order,
+so a slow patch of the machine (other jobs, a disk flush) lands on all cases alike instead of
+on whichever happened to run then. Figures are medians of all calls, with the 10th-90th
+percentile and the range of the per-round medians as the spread.
+
+``report`` turns the results into markdown tables and ``write_report`` saves a results file
+under ``benchmarks/results/`` with the command that reproduces it and the machine it ran on.
+
+Example::
+
+    cases = [Case("get", "MyStore", lambda i: store.get(ns, f"k{i % 100}"), calls=500)]
+    results = run_interleaved(cases, rounds=7)
+    write_report("results/x.md", "X", command, [("Reads", table(results))])
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+
+
+@dataclass
+class Case:
+    """One thing to time: ``fn(i)`` performs operation number ``i`` of ``subject``.
+
+    ``per`` divides each call's time (a call that records a batch of 100 messages has
+    ``per=100``, so figures are per message). ``setting`` names the durability or other
+    setting the figure depends on; it is printed beside the figure.
+    """
+
+    operation: str
+    subject: str
+    fn: Callable[[int], object]
+    calls: int = 200
+    per: int = 1
+    setting: str = ""
+    warmup: int = 5
+    samples: list[float] = field(default_factory=list)  # seconds per unit, every call
+    round_medians: list[float] = field(default_factory=list)
+    _next: int = 0  # operation counter, continues across rounds so keys stay fresh
+
+    def run_round(self) -> None:
+        for _ in range(self.warmup if not self.samples else 0):
+            self.fn(self._next)
+            self._next += 1
+        timings = []
+        for _ in range(self.calls):
+            start = time.perf_counter()
+            self.fn(self._next)
+            timings.append((time.perf_counter() - start) / self.per)
+            self._next += 1
+        self.samples.extend(timings)
+        self.round_medians.append(statistics.median(timings))
+
+    @property
+    def median_us(self) -> float:
+        return statistics.median(self.samples) * 1e6
+
+    def percentile_us(self, q: float) -> float:
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
+
+
+def run_interleaved(
+    cases: Sequence[Case], rounds: int, *, progress: Callable[[str], None] | None = None
+) -> list[Case]:
+    """Run ``rounds`` rounds; each runs every case once, starting one case later each round."""
+    for r in range(rounds):
+        order = list(cases[r % len(cases) :]) + list(cases[: r % len(cases)])
+        for case in order:
+            gc.collect()
+            case.run_round()
+        if progress:
+            progress(f"round {r + 1}/{rounds} done")
+    return list(cases)
+
+
+def find(cases: Sequence[Case], operation: str, subject: str) -> Case:
+    """The case for ``operation`` of ``subject`` (KeyError if there is none)."""
+    for case in cases:
+        if case.operation == operation and case.subject == subject:
+            return case
+    raise KeyError((operation, subject))
+
+
+def paired_ratio(case: Case, baseline: Case, factor: float = 1.0) -> float:
+    """Median over rounds of ``case``'s round median / (``factor`` x ``baseline``'s round median).
+
+    Both ran in the same round, so a loaded machine slows both: this ratio is steadier than
+    the ratio of the overall medians.
+    """
+    ratios = [
+        c / (factor * b) for c, b in zip(case.round_medians, baseline.round_medians, strict=True)
+    ]
+    return statistics.median(ratios)
+
+
+def table(
+    cases: Sequence[Case], *, baseline: Case | None = None, baseline_factor: float = 1.0
+) -> str:
+    """A markdown table of ``cases``: median, p10-p90, the range of round medians, and the
+    ``paired_ratio`` to ``baseline`` when one is given."""
+    head = ["operation", "subject", "setting", "median µs", "p10-p90 µs", "round medians µs"]
+    if baseline is not None:
+        head.append("x baseline")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in cases:
+        lo, hi = min(c.round_medians) * 1e6, max(c.round_medians) * 1e6
+        row = [
+            c.operation,
+            c.subject,
+            c.setting,
+            f"**{c.median_us:.1f}**",
+            f"{c.percentile_us(0.1):.1f}-{c.percentile_us(0.9):.1f}",
+            f"{lo:.1f}-{hi:.1f}",
+        ]
+        if baseline is not None:
+            row.append(f"{paired_ratio(c, baseline, baseline_factor):.2f}")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def machine(packages: Sequence[str] = ()) -> str:
+    """A short description of where the figures were taken (load average included)."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?", "?", "?")
+    versions = []
+    for name in packages:
+        try:
+            versions.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name} (not installed)")
+    return (
+        f"{platform.platform()}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        + (f"; {', '.join(versions)}" if versions else "")
+    )
+
+
+def write_report(
+    path: str,
+    title: str,
+    command: str,
+    sections: Sequence[tuple[str, str]],
+    *,
+    intro: str = "",
+    about: str = "",
+) -> None:
+    """Write a markdown results file: title, how to reproduce, the machine, then sections."""
+    parts = [f"# {title}", ""]
+    if intro:
+        parts += [intro.strip(), ""]
+    parts += ["Reproduce with:", "", "```", command, "```", ""]
+    if about:
+        parts += [f"Machine: {about}", ""]
+    for heading, body in sections:
+        parts += [f"## {heading}", "", body.strip(), ""]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(parts))
