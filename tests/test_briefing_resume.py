@@ -48,7 +48,18 @@ def _repeated_turns(model_input: list[dict[str, str]]) -> list[str]:
     return repeated_turns([HumanMessage(m["content"]) for m in model_input])
 
 
-@pytest.mark.parametrize("style", STYLES)
+# Each style on one backend and create_agent on both (the in-process suites run every style on
+# both): three fresh interpreters per case, so the matrix is kept to what adds coverage.
+MATRIX = [
+    ("react", "sqlite"),
+    ("custom", "postgres"),
+    ("middleware", "sqlite"),
+    ("middleware", "postgres"),
+]
+assert {style for style, _ in MATRIX} == set(STYLES)
+
+
+@pytest.mark.parametrize(("style", "backend"), MATRIX, indirect=["backend"])
 def test_killed_agent_resumes_on_same_and_new_thread_without_redoing_steps(
     style: str, store_target: str, tmp_path: object
 ) -> None:
