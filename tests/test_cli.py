@@ -126,10 +126,12 @@ def test_demo_prints_plain_versus_recall_as_measured(demo: Demo) -> None:
         "executed pay(9999, mallory)",
         "refused (approval_mismatch)",
     )
-    plain, recall = rows["two workers start one agent at once"]
-    # Whether the plain side forks is up to the scheduler; that both ran is not.
-    assert plain.startswith("2 of 2 ran;"), plain
-    assert recall == "1 ran, 1 told lease_held; 0 forks"
+    # The racing workers meet inside their model calls, so they overlap however loaded the
+    # machine: plain LangGraph forks every time, the lease turns the second one away.
+    assert rows["two workers start one agent at once"] == (
+        "2 of 2 ran; history forked (1 fork)",
+        "1 ran, 1 told lease_held; 0 forks",
+    )
     # The briefing the resumed agent got names the email it must not send again.
     briefing = demo.out.split("The briefing the resumed agent was given", 1)[1]
     assert "in doubt" in briefing

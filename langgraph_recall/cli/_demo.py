@@ -84,6 +84,7 @@ def _recall_graph(
     *,
     crash_after_tool: bool = False,
     wait: float = 10.0,
+    model: Any = None,
 ) -> tuple[Any, Any, Any]:
     from .._hooks import with_briefing
     from ..checkpoint import RecallCheckpointer
@@ -91,7 +92,7 @@ def _recall_graph(
     from ..tools import DurableToolNode
 
     store = _open_recall(db)
-    model = kit.ScriptedChatModel(script)
+    model = model or kit.ScriptedChatModel(script)
     if crash_after_tool:
         inner = kit.CrashAfterToolSaver(
             same_database_saver(store), os.path.join(workdir, "crash-after-tool")
@@ -120,8 +121,9 @@ def _plain_graph(
     *,
     crash_after_tool: bool = False,
     approval_gate: bool = False,
+    model: Any = None,
 ) -> tuple[Any, Any]:
-    model = kit.ScriptedChatModel(script)
+    model = model or kit.ScriptedChatModel(script)
     saver: Any = kit.plain_saver(os.path.join(workdir, "plain.db"))
     if crash_after_tool:
         saver = kit.CrashAfterToolSaver(saver, os.path.join(workdir, "crash-after-tool"))
@@ -288,16 +290,30 @@ def _race(db: str, workdir: str, agent: str) -> Row:
         def worker(who: str, side: str = side, name: str = name, go: str = go) -> None:
             from langchain_core.messages import HumanMessage
 
-            if side == "plain":
-                g, model = _plain_graph(workdir, script)
-            else:
-                g, model, _ = _recall_graph(db, script, workdir, wait=0.0)
-            model.delay = 0.4  # both are inside the model call at the same moment
-            while not os.path.exists(go):
-                time.sleep(0.005)
-            g.invoke(
-                {"messages": [HumanMessage(f"hello from {who}", id=f"{name}-{who}")]}, _cfg(name)
+            other = "B" if who == "A" else "A"
+            model = kit.MeetingModel(
+                script,
+                here=os.path.join(workdir, f"in-model-{side}-{who}"),
+                there=[
+                    os.path.join(workdir, f"in-model-{side}-{other}"),
+                    os.path.join(workdir, f"gone-{side}-{other}"),
+                ],
             )
+            try:
+                if side == "plain":
+                    g, _ = _plain_graph(workdir, script, model=model)
+                else:
+                    g, _, _ = _recall_graph(db, script, workdir, wait=0.0, model=model)
+                while not os.path.exists(go):
+                    time.sleep(0.005)
+                g.invoke(
+                    {"messages": [HumanMessage(f"hello from {who}", id=f"{name}-{who}")]},
+                    _cfg(name),
+                )
+            finally:
+                # A worker refused at the door (lease_held) never reaches its model call: say so,
+                # so the one inside stops waiting for it.
+                open(os.path.join(workdir, f"gone-{side}-{who}"), "w").close()
 
         procs = [
             mp.get_context("fork").Process(target=_child_main, args=(worker, w)) for w in ("A", "B")

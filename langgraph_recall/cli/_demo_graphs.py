@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,6 +27,35 @@ from langgraph.types import interrupt
 from ..testing import ScriptedChatModel, call, reply
 
 __all__ = ["ScriptedChatModel", "call", "reply"]
+
+
+class MeetingModel(ScriptedChatModel):
+    """A scripted model whose call first waits for the other racing worker: until it is inside
+    its own model call too, or has given up (at most ``patience`` seconds).
+
+    The race scenario needs the two workers to overlap. A fixed sleep only makes that likely: on
+    a loaded machine one worker can finish before the other starts. Meeting makes it certain,
+    so what the demo prints about the race does not depend on the scheduler.
+    """
+
+    here: str = ""  # touched when this worker is inside its model call
+    there: list[str] = []  # any of these: the other worker is inside its call, or gone
+    patience: float = 10.0
+
+    def __init__(
+        self, script: Sequence[dict[str, Any]], *, here: str, there: list[str], **kw: Any
+    ) -> None:
+        super().__init__(script, here=here, there=there, **kw)
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        if self.here:
+            open(self.here, "w").close()
+            deadline = time.monotonic() + self.patience
+            while not any(os.path.exists(p) for p in self.there):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+        return super()._generate(messages, stop, run_manager, **kw)
 
 
 def effect(path: str, what: dict[str, Any]) -> None:
