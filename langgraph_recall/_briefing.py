@@ -22,7 +22,6 @@ Guarantees:
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -675,8 +674,3 @@ def _finish(sections: list[_Section], meter: _Meter, budget: int) -> tuple[str, 
         text = _render(sections)
         tokens = meter.counter([SystemMessage(text)])
     return text, int(tokens)
-
-
-def approx_tokens(text: str) -> int:
-    """``count_tokens_approximately`` of ``text`` as one SystemMessage, without building one."""
-    return math.ceil((len(text) + 6) / 4) + 3
