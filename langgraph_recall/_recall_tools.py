@@ -20,11 +20,10 @@ from langgraph.prebuilt import ToolRuntime
 from ._briefing import RECALL_TOOL_NAMES
 from ._context import agent_id_of, store_of
 from ._errors import RecallError
+from .tools._classes import CLASS_KEY  # where the durable tool node reads a tool's class
 
-__all__ = ["CLASS_KEY", "recall_tools"]
+__all__ = ["recall_tools"]
 
-#: Where a tool's durability class is kept for the durable tool node (metadata key).
-CLASS_KEY = "recall_class"
 _CHUNK = 4000  # characters fetch_output returns per call: about 1,000 tokens
 
 
