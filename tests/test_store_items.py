@@ -7,9 +7,13 @@ intended differences are pinned down in ``test_intended_differences_from_inmemor
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
+from conftest import with_schema
 from fix_store import BagOfWordsEmbeddings, cosine, wait_db_clock_past, wait_until
 from langgraph.store.base import (
     BaseStore,
@@ -189,12 +193,25 @@ def _load(s: BaseStore) -> None:
         s.put(ns, key, value)
 
 
-@pytest.fixture
-def loaded(store: RecallStore) -> tuple[RecallStore, InMemoryStore]:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def loaded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[RecallStore, InMemoryStore]]:
+    """One loaded store per backend for the read-only comparison cases (setting up a store
+    per case would dominate the run)."""
+    if request.param == "postgres":
+        database = request.getfixturevalue("pg_database")
+        schema = "shared_" + secrets.token_hex(4)
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        target = with_schema(database, schema)
+    else:
+        target = str(tmp_path_factory.mktemp("shared") / "recall.db")
     reference = InMemoryStore()
     _load(reference)
-    _load(store)
-    return store, reference
+    with RecallStore.open(target) as store:
+        _load(store)
+        yield store, reference
 
 
 def _keys(items: list[Any]) -> set[tuple[tuple[str, ...], str]]:
