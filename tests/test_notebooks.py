@@ -9,6 +9,7 @@ answers) is checked by running its setup cell against a port where nothing liste
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -23,6 +24,19 @@ NOTEBOOKS = os.path.join(ROOT, "notebooks")
 CELL_TIMEOUT = 300  # per cell; generous, the machine is shared
 NAMES = ["01_quickstart", "02_durable_tools_and_approvals", "03_postgres_workers"]
 PROBE_MARK = "PROBE:"
+# Run in the notebook's kernel after it, even when a cell failed: no worker process, throwaway
+# database or temporary folder outlives the test.
+CLEANUP = """
+import contextlib as _c, shutil as _s
+for _p in [globals().get("worker"), *(globals().get("workers") or {}).values()]:
+    if _p is not None and _p.poll() is None:
+        _p.kill()
+if globals().get("on_postgres"):
+    with _c.suppress(Exception):
+        _workers.drop_postgres_database(admin_dsn, target)
+if globals().get("folder"):
+    _s.rmtree(folder, ignore_errors=True)
+"""
 
 pytestmark = pytest.mark.slow
 
@@ -55,8 +69,12 @@ def run(
     )
     kernel_env = {**os.environ, **(env or {})}
     with client.setup_kernel(env=kernel_env):
-        for index, cell in enumerate(nb.cells):
-            client.execute_cell(cell, index)
+        try:
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+        finally:
+            with contextlib.suppress(Exception):  # the kernel may be gone; nothing more to do
+                client.execute_cell(new_code_cell(CLEANUP), len(nb.cells))
     out = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.output_type == "stream")
     line = next(x for x in out.splitlines() if x.startswith(PROBE_MARK))
     return nb, json.loads(line[len(PROBE_MARK) :])
@@ -167,8 +185,7 @@ def test_postgres_workers_notebook_falls_back_to_sqlite_without_a_server() -> No
     nowhere = "postgresql://nobody@127.0.0.1:1/nothing"
     nb, got = run(
         "03_postgres_workers",
-        '{"on_postgres": on_postgres, "target": target, '
-        '"cleaned": __import__("shutil").rmtree(folder) is None}',
+        '{"on_postgres": on_postgres, "target": target}',
         code_cells=1,
         env={"RECALL_TEST_PG": nowhere},
     )
