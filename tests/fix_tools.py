@@ -64,6 +64,7 @@ __all__ = [
     "reply",
     "run_to_end",
     "spawn",
+    "wait_for_effect",
     "zygotes",
 ]
 
@@ -82,11 +83,23 @@ def record_effect(path: str, **fields: Any) -> None:
         os.close(fd)
 
 
-def read_effects(path: str) -> list[dict[str, Any]]:
+def read_effects(path: str, what: str | None = None) -> list[dict[str, Any]]:
+    """The effects recorded in ``path`` (only those of kind ``what``, if given)."""
     if not os.path.exists(path):
         return []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        found = [json.loads(line) for line in f if line.strip()]
+    return found if what is None else [e for e in found if e.get("what") == what]
+
+
+def wait_for_effect(path: str, what: str, pid: int, timeout: float) -> bool:
+    """Wait until process ``pid`` recorded an effect of kind ``what`` (False on timeout)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(e.get("pid") == pid for e in read_effects(path, what)):
+            return True
+        time.sleep(0.005)
+    return False
 
 
 def email_tool(effects: str, *, sleep: float = 0.0, keyed: bool = True) -> BaseTool:
@@ -244,6 +257,7 @@ def email_worker(
             name_prefix=agent_id,
         )
         config = {"configurable": {"thread_id": agent_id}}
+        record_effect(effects, what="ready")  # lets a test time its kill from here
         done = run_to_end(
             graph, config, {"messages": [HumanMessage("send the emails")]}, durability=durability
         )

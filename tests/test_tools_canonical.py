@@ -45,7 +45,7 @@ values = st.recursive(
     max_leaves=12,
 )
 arguments = st.dictionaries(st.text(max_size=6), values, max_size=5)
-FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST

@@ -1,9 +1,10 @@
 """Random kill -9 while an agent sends emails: each email at most once, or recorded in doubt.
 
 A scripted agent sends 5 emails, one per model turn, through an external tool that records the
-email (fsynced) and then sleeps before answering, so most kills land between the effect and
-its record. Each trial kills the worker at 1 to 3 random moments, then lets a fresh worker
-finish. The same schedule runs against a plain ToolNode, which must send some email twice:
+email (fsynced) and then sleeps before answering, so many kills land between the effect and
+its record. Each trial kills the worker at 1 or 2 random moments of the agent's run (timed
+from the moment the worker starts the agent, so a slow start on a loaded machine does not eat
+the schedule), then lets a fresh worker finish. The same schedule runs against a plain ToolNode, which must send some email twice:
 that is what the durable node is for, and it shows the kills land where it matters.
 """
 
@@ -12,13 +13,13 @@ from __future__ import annotations
 import queue
 import random
 import threading
-import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fix_tools import Zygote, read_effects, zygotes  # noqa: F401 (fixture)
+from fix_tools import Zygote, read_effects, wait_for_effect, zygotes  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +46,8 @@ def _trial(z: Zygote, target: str, trial: Trial, mode: str, delays: list[float])
         "sleep": SLEEP,
     }
     for delay in delays:
-        z.start(WORKER, **job)
-        code = z.wait(delay)
+        pid = z.start(WORKER, **job)
+        code = z.wait(delay) if wait_for_effect(trial.effects, "ready", pid, 300) else z.wait(0)
         if code is None:
             z.kill()
             trial.kills += 1
@@ -57,17 +58,31 @@ def _trial(z: Zygote, target: str, trial: Trial, mode: str, delays: list[float])
     assert z.wait(300) == 0, f"the last worker for {trial.agent_id} did not finish"
 
 
+def _duplicates(trial: Trial) -> int:
+    sent = Counter(e["to"] for e in read_effects(trial.effects, "email"))
+    return sum(n - 1 for n in sent.values() if n > 1)
+
+
 def _run(
-    pool: list[Zygote], target: str, tmp: Path, mode: str, schedules: list[list[float]]
+    pool: list[Zygote],
+    target: str,
+    tmp: Path,
+    mode: str,
+    schedules: list[list[float]],
+    stop: Callable[[Trial], bool] = lambda trial: False,
 ) -> list[Trial]:
+    """Run the trials on the pool; once ``stop(trial)`` holds for a finished trial, no new
+    trial starts (the ones running finish)."""
     trials = [Trial(f"{mode}-{i}", str(tmp / f"{mode}-{i}.log")) for i in range(len(schedules))]
     todo: queue.Queue[int] = queue.Queue()
     for i in range(len(trials)):
         todo.put(i)
     errors: list[BaseException] = []
+    done: list[Trial] = []
+    enough = threading.Event()
 
     def work(z: Zygote) -> None:
-        while True:
+        while not enough.is_set():
             try:
                 i = todo.get_nowait()
             except queue.Empty:
@@ -76,6 +91,10 @@ def _run(
                 _trial(z, target, trials[i], mode, schedules[i])
             except BaseException as exc:  # reported below, with the others' results
                 errors.append(exc)
+                return
+            done.append(trials[i])
+            if stop(trials[i]):
+                enough.set()
 
     threads = [threading.Thread(target=work, args=(z,)) for z in pool]
     for t in threads:
@@ -84,23 +103,29 @@ def _run(
         t.join()
     if errors:
         raise errors[0]
-    return trials
+    return done
 
 
-def _full_run_seconds(z: Zygote, target: str, tmp: Path) -> float:
-    """How long one uninterrupted run takes here, now (the machine is shared and loaded)."""
-    start = time.monotonic()
-    z.start(
-        WORKER,
-        target=target,
-        agent_id="calibrate",
-        mode="durable",
-        effects=str(tmp / "c.log"),
-        emails=EMAILS,
-        sleep=SLEEP,
-    )
-    assert z.wait(300) == 0
-    return time.monotonic() - start
+def _agent_run_seconds(z: Zygote, target: str, tmp: Path) -> float:
+    """How long the agent's run takes here, now, from its start to the worker's exit.
+
+    The second of two runs: the first also creates the schema, which later runs do not.
+    """
+    for attempt in range(2):
+        effects = str(tmp / f"c{attempt}.log")
+        z.start(
+            WORKER,
+            target=target,
+            agent_id=f"calibrate-{attempt}",
+            mode="durable",
+            effects=effects,
+            emails=EMAILS,
+            sleep=SLEEP,
+        )
+        assert z.wait(300) == 0
+        [ready] = read_effects(effects, "ready")
+        last = read_effects(effects, "email")[-1]
+    return float(last["t"] - ready["t"])
 
 
 def test_kill9_at_random_sends_each_email_at_most_once(
@@ -109,19 +134,23 @@ def test_kill9_at_random_sends_each_email_at_most_once(
     store,
     tmp_path: Path,
 ) -> None:
-    span = _full_run_seconds(zygotes[0], store_target, tmp_path)
+    span = _agent_run_seconds(zygotes[0], store_target, tmp_path)
     rng = random.Random(20261129)
     schedules = [
-        [round(rng.uniform(0.1, 1.0) * span, 3) for _ in range(rng.randint(1, 3))]
+        [round(rng.uniform(0.0, 1.1) * span, 3) for _ in range(rng.randint(1, 2))]
         for _ in range(TRIALS)
     ]
     durable = _run(zygotes, store_target, tmp_path, "durable", schedules)
-    plain = _run(zygotes, store_target, tmp_path, "plain", schedules)
+    # The baseline only has to show that these kills make a plain ToolNode repeat an email.
+    plain = _run(
+        zygotes, store_target, tmp_path, "plain", schedules, stop=lambda t: _duplicates(t) > 0
+    )
 
+    assert len(durable) == TRIALS
     assert sum(t.kills for t in durable) >= TRIALS  # the schedule really killed workers
     in_doubt = 0
     for trial in durable:
-        sent = Counter(e["to"] for e in read_effects(trial.effects))
+        sent = Counter(e["to"] for e in read_effects(trial.effects, "email"))
         actions = {a.args["to"]: a for a in store.actions(trial.agent_id)}
         for i in range(EMAILS):
             to = f"user{i}@example.com"
@@ -131,14 +160,8 @@ def test_kill9_at_random_sends_each_email_at_most_once(
                 in_doubt += 1
             else:
                 assert action.status == "done" and sent[to] == 1, (trial.agent_id, to, action)
-        keys = {e["to"]: e["key"] for e in read_effects(trial.effects)}
+        keys = {e["to"]: e["key"] for e in read_effects(trial.effects, "email")}
         assert all(keys[to] == actions[to].idempotency_key for to in keys)
     assert in_doubt > 0  # some kills landed between an effect and its record
 
-    twice = sum(
-        n - 1
-        for t in plain
-        for n in Counter(e["to"] for e in read_effects(t.effects)).values()
-        if n > 1
-    )
-    assert twice > 0, "a plain ToolNode under the same kills never repeated an email"
+    assert sum(_duplicates(t) for t in plain) > 0, "a plain ToolNode never repeated an email"
