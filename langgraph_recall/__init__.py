@@ -9,10 +9,9 @@ imported on first use so the rest works without it.
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ._briefing import Briefing
-from ._diff import diff
 from ._errors import (
     ApprovalDenied,
     ApprovalMismatch,
@@ -24,15 +23,37 @@ from ._errors import (
     RecordsMissing,
     UnclassifiedTool,
 )
-from ._hooks import briefing_node, post_model_hook, pre_model_hook, record_node, with_briefing
-from ._recall_tools import recall_tools
-from ._replay import ReplayChatModel
-from .checkpoint import RecallCheckpointer
 from .store import RecallStore
-from .tools import ActionEnd, DurableToolNode, IdempotencyKey, current_idempotency_key
 
 if TYPE_CHECKING:
+    from ._briefing import Briefing
+    from ._diff import diff
+    from ._hooks import briefing_node, post_model_hook, pre_model_hook, record_node, with_briefing
     from ._middleware import RecallMiddleware
+    from ._recall_tools import recall_tools
+    from ._replay import ReplayChatModel
+    from .checkpoint import RecallCheckpointer
+    from .tools import ActionEnd, DurableToolNode, IdempotencyKey, current_idempotency_key
+
+# Imported on first use: the CLI and plain store users should not pay for LangGraph's
+# prebuilt agents, langchain's middleware and the tracing stack at import time.
+_LAZY = {
+    "ActionEnd": ".tools",
+    "Briefing": "._briefing",
+    "DurableToolNode": ".tools",
+    "IdempotencyKey": ".tools",
+    "RecallCheckpointer": ".checkpoint",
+    "RecallMiddleware": "._middleware",
+    "ReplayChatModel": "._replay",
+    "briefing_node": "._hooks",
+    "current_idempotency_key": ".tools",
+    "diff": "._diff",
+    "post_model_hook": "._hooks",
+    "pre_model_hook": "._hooks",
+    "recall_tools": "._recall_tools",
+    "record_node": "._hooks",
+    "with_briefing": "._hooks",
+}
 
 __version__ = "0.1.0"
 
@@ -66,13 +87,21 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "RecallMiddleware":
-        try:
-            from ._middleware import RecallMiddleware
-        except ImportError as exc:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'langgraph_recall' has no attribute {name!r}")
+    try:
+        value = getattr(import_module(module, __name__), name)
+    except ImportError as exc:
+        if name == "RecallMiddleware":
             raise ImportError(
                 "RecallMiddleware needs langchain's create_agent: pip install "
                 "'langgraph-recall[agents]'"
             ) from exc
-        return RecallMiddleware
-    raise AttributeError(f"module 'langgraph_recall' has no attribute {name!r}")
+        raise
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
