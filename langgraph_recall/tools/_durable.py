@@ -104,7 +104,9 @@ class DurableTools:
         self.undo: dict[str, Callable[..., Any]] = dict(undo or {})
         self.messages_key = messages_key
         self.durable_timeout = durable_timeout
-        self._schemas: dict[int, tuple[Any, frozenset[str]]] = {}
+        # Per tool object (held, so an id is not reused while cached).
+        self._schemas: dict[int, tuple[Any, Any, frozenset[str]]] = {}
+        self._keyed_tools: dict[int, tuple[BaseTool, BaseTool]] = {}
         if tools:
             self.check_tools(tools)
         else:
@@ -188,27 +190,32 @@ class DurableTools:
         return klass
 
     def _schema(self, tool: Any) -> tuple[Any, frozenset[str]]:
+        """The tool's model-facing schema and its key parameters (cached per tool object)."""
+        if tool is None:
+            return None, frozenset()
         cached = self._schemas.get(id(tool))
-        if cached is None or tool is None:
-            if tool is None:
-                return None, frozenset()
+        if cached is None or cached[0] is not tool:  # ids are reused once an object is gone
             try:
                 schema = tool.tool_call_schema
             except Exception:  # pragma: no cover - a tool without a usable schema
                 schema = None
-            cached = (schema, frozenset(key_parameters(tool)))
+            cached = (tool, schema, frozenset(key_parameters(tool)))
             self._schemas[id(tool)] = cached
-        return cached
+        return cached[1], cached[2]
 
     def _keyed(self, request: Any, action_id: str, args: dict[str, Any] | None = None) -> Any:
         """The request with the key in its runtime config (and edited arguments, if any)."""
         request = _with_key(request, action_id, args)
-        if self.fill_key_params and isinstance(request.tool, BaseTool):
-            _, params = self._schema(request.tool)
-            if params:
-                request = request.override(
-                    tool=KeyedTool.wrap(request.tool, action_id, tuple(params))
-                )
+        tool = request.tool
+        if self.fill_key_params and isinstance(tool, BaseTool) and not isinstance(tool, KeyedTool):
+            found = self._keyed_tools.get(id(tool))
+            if found is None or found[0] is not tool:
+                _, params = self._schema(tool)
+                found = (tool, KeyedTool.wrap(tool, tuple(sorted(params))) if params else tool)
+                self._keyed_tools[id(tool)] = found
+            keyed = found[1]
+            if keyed is not tool:
+                request = request.override(tool=keyed)
         return request
 
     def _call(self, request: Any, handler: Callable[[Any], Any]) -> Logic[Output]:

@@ -94,15 +94,16 @@ class KeyedTool(BaseTool):
     """``tool`` with its idempotency-key parameters filled in at invocation.
 
     For tool nodes we do not build (``create_agent``'s): ToolNode strips every injected
-    parameter the model sent, then invokes this, which adds the real key and calls ``tool``.
+    parameter the model sent, then invokes this, which adds the key of the call running now
+    (``current_idempotency_key()``, set by the durable wrapper around the call) and calls
+    ``tool``. Built once per tool.
     """
 
     inner: BaseTool
-    key: str
     params: tuple[str, ...]
 
     @classmethod
-    def wrap(cls, tool: BaseTool, key: str, params: tuple[str, ...]) -> KeyedTool:
+    def wrap(cls, tool: BaseTool, params: tuple[str, ...]) -> KeyedTool:
         return cls(
             name=tool.name,
             description=tool.description,
@@ -111,12 +112,14 @@ class KeyedTool(BaseTool):
             response_format=tool.response_format,
             metadata=tool.metadata,
             inner=tool,
-            key=key,
             params=params,
         )
 
     def _filled(self, tool_input: Any) -> Any:
-        value = IdempotencyKey(self.key)
+        key = current_idempotency_key()
+        if key is None:
+            return tool_input  # outside a durable call: the tool's own validation complains
+        value = IdempotencyKey(key)
         if isinstance(tool_input, dict) and tool_input.get("type") == "tool_call":
             return {
                 **tool_input,
