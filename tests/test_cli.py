@@ -23,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -295,6 +296,43 @@ def test_undo_reports_done_actions_it_has_no_undo_for(
     assert out.strip() == "undone: 0, failed: 0, without undo: 1"
     code, payload = cli_json(capsys, "--db", store_target, "undo", "mailer")
     assert payload == {"undone": [], "failed": [], "no_undo": ["m-email-1"], "stopped_at": None}
+
+
+def test_undo_with_the_agents_undo_functions_reverses_once(
+    capsys: pytest.CaptureFixture[str],
+    store: RecallStore,
+    store_target: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # --with MODULE:ATTR loads the same {tool: fn} dict the agent passes to undo=; each undo
+    # is a once-only action, so a second run reverses nothing again.
+    module = f"ops_undo_{uuid.uuid4().hex[:8]}"  # a fresh module: imports are cached per process
+    (tmp_path / f"{module}.py").write_text(
+        "import json, pathlib\n"
+        "LOG = pathlib.Path(__file__).with_name('recalled.jsonl')\n"
+        "def recall_email(to):\n"
+        "    with LOG.open('a') as f:\n"
+        "        f.write(json.dumps({'to': to}) + '\\n')\n"
+        "UNDO = {'send_email': recall_email}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    store.record("mailer", run_messages("mailer", "bob@example.com"))
+    email = _claim(store, "mailer", "m-email-1", "send_email", to="bob@example.com")
+    store.end("m-email-1", email.action.attempt, "done", result="sent")
+    code, out, _ = cli(capsys, "--db", store_target, "undo", "mailer", "--with", f"{module}:UNDO")
+    assert (code, out.strip()) == (0, "undone: 1, failed: 0, without undo: 0")
+    code, out, _ = cli(capsys, "--db", store_target, "undo", "mailer", "--with", f"{module}:UNDO")
+    assert code == 0
+    assert (tmp_path / "recalled.jsonl").read_text().splitlines() == ['{"to": "bob@example.com"}']
+
+
+def test_undo_with_a_bad_spec_is_one_clear_line(
+    capsys: pytest.CaptureFixture[str], store_target: str, store: RecallStore
+) -> None:
+    store.record("mailer", run_messages("mailer", "bob@example.com"))
+    code, out, err = cli(capsys, "--db", store_target, "undo", "mailer", "--with", "nomodule")
+    assert code == 2 and "MODULE:ATTR" in err and "Traceback" not in err
 
 
 def test_undo_stops_at_an_action_in_doubt(

@@ -223,12 +223,25 @@ def resolve(ctx: Ctx, action: str, outcome: str | None, note: str | None) -> Non
 
 @cli.command()
 @click.argument("agent")
+@click.option(
+    "--with",
+    "undo_from",
+    metavar="MODULE:ATTR",
+    default=None,
+    help="Your undo functions: a dict {tool_name: fn}, e.g. myapp.tools:UNDO.",
+)
 @pass_ctx
 @_anywhere
-def undo(ctx: Ctx, agent: str) -> None:
-    """Reverse AGENT's done actions newest first, with their registered undo functions."""
+def undo(ctx: Ctx, agent: str, undo_from: str | None) -> None:
+    """Reverse AGENT's done actions newest first, with their undo functions.
+
+    The undo functions live in your code: --with MODULE:ATTR names the same {tool_name: fn}
+    dict you pass to DurableToolNode(undo=...).
+    """
+    functions = _load_undo(undo_from) if undo_from else {}
     with open_store(ctx) as store:
         _require_agent(store, agent)
+        store._undo_registry.update(functions)
         try:
             report = store.undo(agent)
         except RecallError as exc:
@@ -244,6 +257,23 @@ def undo(ctx: Ctx, agent: str) -> None:
             click.echo(f"stopped at {report.stopped_at}: it is in doubt; resolve it first")
     if report.failed or report.stopped_at:
         raise SystemExit(1)
+
+
+def _load_undo(spec: str) -> dict[str, Callable[..., Any]]:
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        _fail(f"--with wants MODULE:ATTR (e.g. myapp.tools:UNDO), got {spec!r}", code=2)
+    sys.path.insert(0, os.getcwd())
+    try:
+        found = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        _fail(f"cannot load undo functions from {spec}: {exc}", code=2)
+        raise
+    if not isinstance(found, dict) or not all(callable(f) for f in found.values()):
+        _fail(f"{spec} must be a dict of tool name to undo function", code=2)
+    return dict(found)
 
 
 @cli.command()
