@@ -8,6 +8,7 @@ drivers in a worker thread (see ``RecallStore._run``), so each piece of logic ex
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
@@ -395,7 +396,7 @@ def _redact(dsn: str) -> str:
         creds, host = rest.rsplit("@", 1)
         user = creds.split(":", 1)[0]
         return f"{scheme}://{user}@{host}"
-    return dsn
+    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn)
 
 
 def is_postgres_target(target: str) -> bool:
