@@ -40,11 +40,12 @@ MUTATIONS = [
     Mutation(
         "claim",
         "claim uniqueness: a call that ran (or is running) is never claimed again",
-        "langgraph_recall/tools/_durable.py",
-        "                store.spend_approval(agent_id, action_id, digest, claim.action.attempt)\n"
-        "            return claim\n",
-        "                store.spend_approval(agent_id, action_id, digest, claim.action.attempt)\n"
-        '            return Claim("claimed", claim.action)\n',
+        "langgraph_recall/store/_records.py",
+        '    if prev.status == "open":\n'
+        '        return Claim("in_doubt", prev)\n'
+        '    if prev.status in ("done", "failed"):\n'
+        "        return Claim(prev.status, prev)\n",
+        "    pass  # every claim inserts a new attempt\n",
         (
             "tests/test_tools_calls.py::test_replaying_a_finished_call_returns_its_result_without_running",
             "tests/test_tools_parallel.py::test_finished_sibling_runs_once_when_another_call_interrupts",

@@ -425,6 +425,18 @@ def begin(
     (the call could never run) or an intent without a spent approval. Returns the claim, or
     the refusal (the transaction rolled back) for the caller to report.
     """
+    if not gated:  # nothing to spend: the store's claim is one transaction on its own
+        return store.claim(
+            agent_id,
+            action_id,
+            tool=tool,
+            args=args,
+            args_digest=digest,
+            klass=klass,
+            idempotency_key=action_id,
+            thread_id=thread_id,
+            epoch=epoch,
+        )
     try:
         with store._db.tx(write=True):
             claim = store.claim(
@@ -438,7 +450,7 @@ def begin(
                 thread_id=thread_id,
                 epoch=epoch,
             )
-            if claim.claimed and gated:
+            if claim.claimed:
                 store.spend_approval(agent_id, action_id, digest, claim.action.attempt)
             return claim
     except (ApprovalDenied, ApprovalMismatch) as refusal:
