@@ -195,8 +195,11 @@ def _worker(
 
 @pytest.mark.slow
 def test_approved_on_one_worker_executed_once_by_another(
-    zygotes, store_target, store, tmp_path
-) -> None:  # noqa: F811
+    zygotes,  # noqa: F811 (the fixture)
+    store_target,
+    store,
+    tmp_path,
+) -> None:
     effects = str(tmp_path / "e.log")
     z = zygotes[0]
     assert _worker(z, store_target, "two", effects, "start") == 0

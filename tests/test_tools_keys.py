@@ -25,8 +25,11 @@ def _step(z: Zygote, target: str, effects: str, flag: str, step: str) -> int:
 
 
 def test_key_is_identical_across_a_crash_and_across_an_interrupt(
-    zygotes, store_target, store, tmp_path
-) -> None:  # noqa: F811
+    zygotes,  # noqa: F811 (the fixture)
+    store_target,
+    store,
+    tmp_path,
+) -> None:
     effects, flag = str(tmp_path / "e.log"), str(tmp_path / "crashed")
     z = zygotes[0]
     assert _step(z, store_target, effects, flag, "start") == 9  # killed inside `book`
