@@ -164,4 +164,10 @@ def test_kill9_at_random_sends_each_email_at_most_once(
         assert all(keys[to] == actions[to].idempotency_key for to in keys)
     assert in_doubt > 0  # some kills landed between an effect and its record
 
-    assert sum(_duplicates(t) for t in plain) > 0, "a plain ToolNode never repeated an email"
+    repeated = sum(_duplicates(t) for t in plain)
+    print(
+        f"\n{store.dialect}: durable {len(durable)} trials, {sum(t.kills for t in durable)} kill -9, "
+        f"0 emails twice, {in_doubt} of {len(durable) * EMAILS} in doubt; plain ToolNode "
+        f"{len(plain)} trials, {sum(t.kills for t in plain)} kill -9, {repeated} emails twice"
+    )
+    assert repeated > 0, "a plain ToolNode never repeated an email"
