@@ -31,6 +31,7 @@ import json
 import os
 import random
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -592,7 +593,9 @@ def supervise(
 
     It forks the workers itself, from this pre-imported process, so a restart costs a fork,
     not an interpreter start. It stays single-threaded (forking from a threaded process could
-    copy a held lock into the child). Exit code 0 when every order is done, 3 on timeout.
+    copy a held lock into the child). It stops, killing its workers, when the payment API goes
+    away (the test process died: nothing would be left to collect the results). Exit code 0
+    when every order is done, 3 on timeout, 6 when the API went away.
     """
     import importlib
 
@@ -610,15 +613,27 @@ def supervise(
     }
     started = time.monotonic()
     live: set[int] = {_fork_worker(job) for _ in range(size.workers)}
-    counts = {"kills_random": 0, "restarts": 0, "unexpected_exits": [], "timed_out": False}
+    counts = {
+        "kills_random": 0,
+        "restarts": 0,
+        "unexpected_exits": [],
+        "timed_out": False,
+        "api_gone": False,
+    }
     kills_left = size.random_kills
     next_kill = started + rng.uniform(*size.kill_every_s)
+    next_check = started + 1.0
     try:
         while live:
             now = time.monotonic()
             if now - started > size.timeout:
                 counts["timed_out"] = True
                 break
+            if now >= next_check:
+                next_check = now + 1.0
+                if not _listening(port):
+                    counts["api_gone"] = True
+                    break
             if kills_left and now >= next_kill:
                 # Our own unreaped child: its pid cannot have been reused.
                 os.kill(rng.choice(sorted(live)), signal.SIGKILL)
@@ -653,7 +668,17 @@ def supervise(
             os.waitpid(pid, 0)
         with open(report, "w") as f:
             json.dump(counts, f)
-    return 3 if counts["timed_out"] else 0
+    return 6 if counts["api_gone"] else 3 if counts["timed_out"] else 0
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=10.0).close()
+    except ConnectionRefusedError:
+        return False
+    except OSError:  # slow, not gone
+        pass
+    return True
 
 
 @dataclass
