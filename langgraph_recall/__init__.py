@@ -33,7 +33,13 @@ if TYPE_CHECKING:
     from ._recall_tools import recall_tools
     from ._replay import ReplayChatModel
     from .checkpoint import RecallCheckpointer
-    from .tools import ActionEnd, DurableToolNode, IdempotencyKey, current_idempotency_key
+    from .tools import (
+        ActionEnd,
+        DurableToolNode,
+        IdempotencyKey,
+        current_idempotency_key,
+        recall_class,
+    )
 
 # Imported on first use: the CLI and plain store users should not pay for LangGraph's
 # prebuilt agents, langchain's middleware and the tracing stack at import time.
@@ -50,6 +56,7 @@ _LAZY = {
     "diff": "._diff",
     "post_model_hook": "._hooks",
     "pre_model_hook": "._hooks",
+    "recall_class": ".tools",
     "recall_tools": "._recall_tools",
     "record_node": "._hooks",
     "with_briefing": "._hooks",
@@ -80,6 +87,7 @@ __all__ = [
     "diff",
     "post_model_hook",
     "pre_model_hook",
+    "recall_class",
     "recall_tools",
     "record_node",
     "with_briefing",
