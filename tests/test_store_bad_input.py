@@ -179,3 +179,15 @@ def test_wrong_kinds_of_values_in_the_records_api(seeded: RecallStore) -> None:
     with pytest.raises(RecallError) as err:
         seeded.end("act-none", 1, "done")
     assert err.value.code == "unknown_action"
+
+
+def test_no_driver_error_escapes_for_text_postgresql_cannot_hold(seeded: RecallStore) -> None:
+    """SQLite keeps NUL in ids exactly; PostgreSQL cannot, and says so as a RecallError."""
+    try:
+        claim = seeded.claim("ag", "act\x00nul", tool="t\x00", args={}, args_digest="d")
+    except RecallError as err:
+        assert seeded.dialect == "postgres" and err.code == "invalid_value"
+        assert "NUL" in str(err)
+    else:
+        assert seeded.dialect == "sqlite"
+        assert seeded.action("act\x00nul").tool == claim.action.tool == "t\x00"
