@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
             outcomes.append(run(script, extra))
     os.makedirs(RESULTS, exist_ok=True)
     with open(SUMMARY, "w") as f:
-        f.write(summary(outcomes, command.strip()))
+        f.write(summary(outcomes, command.strip()) + "\n")
     print(f"wrote {os.path.relpath(SUMMARY)}", file=sys.stderr)
     if any(o.returncode != 0 for o in outcomes):
         sys.exit(1)
