@@ -1,6 +1,6 @@
 """Run every benchmark script in ``benchmarks/`` and rewrite ``benchmarks/results/SUMMARY.md``.
 
-Each ``bench_*.py`` runs in its own process, one after the other (they must not compete for the
+Each script (``bench_*.py``, ``crash_*.py``...) runs in its own process, one after the other (they must not compete for the
 machine), and writes its own results file under ``benchmarks/results/``. The summary then
 collects, for every results file, its title, the command that reproduces it and its targets
 section, and says which scripts failed (with the end of their error output).
@@ -37,10 +37,35 @@ class Outcome:
 
 
 def scripts(only: list[str] | None) -> list[str]:
-    found = sorted(glob.glob(os.path.join(HERE, "bench_*.py")))
+    """Every script in ``benchmarks/`` but this one and the private helpers (``_*.py``)."""
+    found = [
+        p
+        for p in sorted(glob.glob(os.path.join(HERE, "*.py")))
+        if not os.path.basename(p).startswith("_") and os.path.basename(p) != "run_all.py"
+    ]
     if only:
-        found = [p for p in found if os.path.basename(p)[len("bench_") : -3] in only]
+        found = [p for p in found if _stem(p) in only or os.path.basename(p)[:-3] in only]
     return found
+
+
+def _stem(path: str) -> str:
+    name = os.path.basename(path)[:-3]
+    return name[len("bench_") :] if name.startswith("bench_") else name
+
+
+def accepted(script: str, extra: list[str]) -> list[str]:
+    """The options of ``extra`` that ``script`` declares (not every script has ``--rounds``)."""
+    with open(script) as f:
+        source = f.read()
+    out: list[str] = []
+    i = 0
+    while i < len(extra):
+        option = extra[i]
+        takes_value = i + 1 < len(extra) and not extra[i + 1].startswith("--")
+        if f'"{option}"' in source:
+            out += extra[i : i + 2] if takes_value else [option]
+        i += 2 if takes_value else 1
+    return out
 
 
 def run(script: str, extra: list[str]) -> Outcome:
@@ -130,9 +155,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--only", help="comma-separated names: store,loop,plugin (bench_<name>.py)")
+    ap.add_argument(
+        "--only", help="comma-separated names: store,loop,plugin (bench_<name>.py) or file stems"
+    )
     ap.add_argument("--no-pg", action="store_true", help="pass --no-pg to every script")
-    ap.add_argument("--rounds", type=int, help="pass --rounds N to every script")
+    ap.add_argument("--rounds", type=int, help="pass --rounds N to every script that takes it")
     ap.add_argument(
         "--summary-only", action="store_true", help="rewrite SUMMARY.md from the results files"
     )
@@ -144,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     outcomes = []
     if not args.summary_only:
         for script in scripts(args.only.split(",") if args.only else None):
-            outcomes.append(run(script, extra))
+            outcomes.append(run(script, accepted(script, extra)))
     os.makedirs(RESULTS, exist_ok=True)
     with open(SUMMARY, "w") as f:
         f.write(summary(outcomes, command.strip()) + "\n")
