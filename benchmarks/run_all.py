@@ -1,7 +1,8 @@
 """Run every benchmark script in ``benchmarks/`` and rewrite ``benchmarks/results/SUMMARY.md``.
 
-Each script (``bench_*.py``, ``crash_*.py``...) runs in its own process, one after the other (they must not compete for the
-machine), and writes its own results file under ``benchmarks/results/``. The summary then
+Each script (``bench_*.py``, ``crash_*.py``...) runs in its own process, one after the other
+(they must not compete for the machine), and writes its own results file under
+``benchmarks/results/``. The summary then
 collects, for every results file, its title, the command that reproduces it and its targets
 section, and says which scripts failed (with the end of their error output).
 
