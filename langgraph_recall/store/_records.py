@@ -37,8 +37,8 @@ def touch_agent(tx: Tx, agent_id: str) -> None:
         )
     # One upsert: its DO UPDATE takes the row lock on PostgreSQL like a plain UPDATE would.
     tx.run(
-        "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, revision_seq) "
-        "VALUES (?, {now}, {now}, 0, 0) "
+        "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, revision_seq, "
+        "action_seq) VALUES (?, {now}, {now}, 0, 0, 0) "
         "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity",
         (agent_id,),
     )
@@ -540,12 +540,13 @@ def insert_attempt(
     """
     touch_agent(tx, agent_id)
     args_type, args_data = dumps_typed(args)
+    seq = _next_seq(tx, agent_id, "action_seq", 1)
     while True:
         attempt = 1 if prev is None else prev.attempt + 1
         inserted = tx.one(
             "INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, "
-            "args_type, args, args_digest, idempotency_key, epoch, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) "
+            "args_type, args, args_digest, idempotency_key, epoch, seq, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) "
             "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at",
             (
                 action_id,
@@ -559,6 +560,7 @@ def insert_attempt(
                 args_digest,
                 idempotency_key,
                 epoch,
+                seq,
             ),
         )
         if inserted is not None:
@@ -646,7 +648,7 @@ def actions(tx: Tx, agent_id: str, open_only: bool) -> list[Action]:
             f"SELECT {_ACTION_COLS} FROM recall_open_actions o JOIN recall_actions a "
             "ON a.action_id = o.action_id AND a.attempt = o.attempt LEFT JOIN recall_action_ends e "
             "ON e.action_id = a.action_id AND e.attempt = a.attempt WHERE o.agent_id = ? "
-            "ORDER BY a.created_at, a.action_id",
+            "ORDER BY a.seq, a.action_id",
             (agent_id,),
         )
     else:
@@ -654,7 +656,7 @@ def actions(tx: Tx, agent_id: str, open_only: bool) -> list[Action]:
             f"SELECT {_ACTION_COLS} FROM recall_actions a LEFT JOIN recall_action_ends e "
             "ON e.action_id = a.action_id AND e.attempt = a.attempt WHERE a.agent_id = ? AND "
             "a.attempt = (SELECT MAX(b.attempt) FROM recall_actions b WHERE b.action_id = a.action_id) "
-            "ORDER BY a.created_at, a.action_id",
+            "ORDER BY a.seq, a.action_id",
             (agent_id,),
         )
     return [_action(r) for r in rows]

@@ -152,6 +152,7 @@ MIGRATIONS: list[list[Step]] = [
                 ("last_activity", "REAL NOT NULL"),
                 ("turn_seq", "INT NOT NULL"),
                 ("revision_seq", "INT NOT NULL"),
+                ("action_seq", "INT NOT NULL"),
             ),
             ("agent_id",),
         ),
@@ -212,12 +213,15 @@ MIGRATIONS: list[list[Step]] = [
                 ("args_digest", "TEXT NOT NULL"),
                 ("idempotency_key", "TEXT NOT NULL"),
                 ("epoch", "INT"),
+                # Order of the agent's attempts (undo walks it backwards); clocks tick in
+                # milliseconds on SQLite and drift between machines, a counter does neither.
+                ("seq", "INT NOT NULL"),
                 ("created_at", "REAL NOT NULL"),
             ),
             ("action_id", "attempt"),
             append_only=True,
         ),
-        Index("recall_actions_agent", "recall_actions", ("agent_id", "created_at")),
+        Index("recall_actions_agent", "recall_actions", ("agent_id", "seq")),
         Table(
             "recall_action_ends",  # at most one end per attempt: the primary key enforces "once"
             (
