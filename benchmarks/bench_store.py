@@ -345,8 +345,8 @@ def build(args: argparse.Namespace, tmp: str, stack: ExitStack) -> dict[str, lis
         # bulk load the planner has none and picks poor plans (e.g. for text search).
         import psycopg
 
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("ANALYZE")
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("ANALYZE")
     return groups
 
 
