@@ -652,7 +652,9 @@ class RecallStore(BaseStore):
 
     def renew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
         """Extend our lease; False if another holder took it (we were fenced out)."""
-        with self._db.tx(write=True) as tx:
+        # One UPDATE, autocommitted: no transaction left open across round trips, so a holder
+        # frozen mid-renewal (SIGSTOP, a paused VM) never holds the lease row against takeover.
+        with self._db.tx() as tx:
             return _records.renew_lease(tx, agent_id, holder, epoch, ttl)
 
     async def arenew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
@@ -660,7 +662,7 @@ class RecallStore(BaseStore):
 
     def release_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
         """Give the lease up so the next process can start at once."""
-        with self._db.tx(write=True) as tx:
+        with self._db.tx() as tx:  # one autocommitted UPDATE, as in renew_lease
             return _records.release_lease(tx, agent_id, holder, epoch)
 
     async def arelease_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
