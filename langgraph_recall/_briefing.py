@@ -31,6 +31,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from ._errors import RecallError
 from ._render import call_text
+from .store._records import agent_ns
 
 if TYPE_CHECKING:
     from .store import RecallStore
@@ -339,7 +340,8 @@ def build_briefing(
         exclude_msg_ids: ids of messages the model already sees (the restored conversation);
             those turns are left out.
         memory_namespace: where relevant memories are searched (default
-            ``("recall", agent_id, "memories")``; None for no memory search).
+            ``("recall", agent_id, "memories")``, the agent id escaped as the store escapes
+            it; None for no memory search).
         tool_hint: say that the recall tools keep the working state (when they are registered).
 
     Raises:
@@ -422,7 +424,7 @@ def _build(
         _place(meter, placed, _Section("pointers", "## Pointers", lines))
 
     turns = _TurnReader(store, agent_id, skip, meter)
-    ns = ("recall", agent_id, "memories") if memory_namespace is _DEFAULT else memory_namespace
+    ns = agent_ns(agent_id, "memories") if memory_namespace is _DEFAULT else memory_namespace
     # A cheap range read first: the full-text search only runs when there are memories.
     if ns and memory_limit > 0 and store.search(tuple(ns), limit=1):
         q = query if query is not None else _latest_human(turns.first_page())
@@ -629,7 +631,7 @@ def _place_turns(turns: _TurnReader, meter: _Meter) -> tuple[_Section | None, in
 def _output_items(store: RecallStore, agent_id: str, refs: list[str]) -> dict[str, dict[str, Any]]:
     from langgraph.store.base import GetOp
 
-    ns = ("recall", agent_id, "outputs")
+    ns = agent_ns(agent_id, "outputs")
     items = store.batch([GetOp(ns, ref, refresh_ttl=False) for ref in refs])
     return {ref: it.value for ref, it in zip(refs, items, strict=True) if it is not None}  # type: ignore[union-attr]
 

@@ -20,6 +20,7 @@ from langgraph.prebuilt import ToolRuntime
 from ._briefing import RECALL_TOOL_NAMES
 from ._context import agent_id_of, store_of
 from ._errors import RecallError
+from .store._records import agent_ns
 from .tools._classes import CLASS_KEY  # where the durable tool node reads a tool's class
 
 __all__ = ["recall_tools"]
@@ -105,7 +106,7 @@ def fetch_output(runtime: ToolRuntime, ref: str, offset: int = 0) -> str:
         raise ToolException("Error: offset must be 0 or more.")
     store, agent = _where(runtime)
     # Outputs are addressed by content hash; only the agent's own are readable from here.
-    item = store.get(("recall", agent, "outputs"), ref)
+    item = store.get(agent_ns(agent, "outputs"), ref)
     if item is None:
         raise ToolException(
             f"Error: no stored output {ref!r} for this agent. Use a ref exactly as the briefing "

@@ -14,3 +14,15 @@ def test_actions_keep_claim_order_when_ids_sort_the_other_way(store: RecallStore
         store.claim("agent", action_id, tool="t", args={"i": action_id}, args_digest=action_id)
     assert [a.action_id for a in store.actions("agent")] == ids
     assert [a.action_id for a in store.actions("agent", open_only=True)] == ids
+
+
+def test_an_agent_id_with_a_dot_does_not_share_items_with_another_agent(
+    store: RecallStore,
+) -> None:
+    # Namespace labels are joined with "."; an unescaped "x.y" would land under ("recall",
+    # "x", "y", ...) and a search over agent "x" would return agent "x.y"'s working state.
+    store.update_working_state("x.y", goal="the dotted agent's goal")
+    store.update_working_state("x", goal="x's goal")
+    assert store.working_state("x.y") == {"goal": "the dotted agent's goal"}
+    found = store.search(("recall", "x"))
+    assert [i.value["goal"] for i in found] == ["x's goal"]

@@ -267,8 +267,15 @@ POINTER_NS = "pointers"
 OUTPUT_NS = "outputs"
 
 
+def agent_label(agent_id: str) -> str:
+    """The agent id as one namespace label: "." (the label separator) and "%" are escaped,
+    so agent ``x.y`` cannot read or shadow the items of agent ``x``."""
+    return agent_id.replace("%", "%25").replace(".", "%2E")
+
+
 def agent_ns(agent_id: str, kind: str) -> tuple[str, ...]:
-    return ("recall", agent_id, kind)
+    """Where an agent's working state, pointers, outputs and memories live as store items."""
+    return ("recall", agent_label(agent_id), kind)
 
 
 def _put_item(tx: Tx, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> None:
