@@ -23,10 +23,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -72,7 +72,13 @@ def step_graph(
             emit({"event": "blocked", "step": k})
             wait_for_file(os.path.join(gate_dir, "open"))
         if k == plan.get("stop_at"):
-            os.kill(os.getpid(), signal.SIGSTOP)
+            # Freeze between store transactions: a process frozen inside one would hold its
+            # row locks, a different failure (the store's, not the lease's) than tested here.
+            from langgraph_recall._context import checkpointer_of
+
+            checkpointer_of(config)._shared.recorder.flush(timeout=30)
+            # Thread-directed, so this very thread stops here (see _faults.fault_point).
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
         if k == plan.get("fail_at"):
             raise RuntimeError(f"step {k} failed on purpose")
         if k == plan.get("interrupt_at"):
@@ -209,13 +215,23 @@ class Worker:
         self.gate_dir = ""
         self.log = ""
 
-    def attach(self, target: str, tmp: Path, *, ttl: float = 30.0, faults: str = "") -> Worker:
-        """Open ``target`` (a fresh store and ``store.checkpointer(lease_ttl=ttl)``)."""
+    def attach(
+        self, target: str, tmp: Path, *, ttl: float = 30.0, faults: str = "", own_saver: str = ""
+    ) -> Worker:
+        """Open ``target``: a fresh store and ``store.checkpointer(lease_ttl=ttl)``, or, with
+        ``own_saver`` (a file path), a RecallCheckpointer over a SqliteSaver on that file: a
+        saver outside the store's database, fenced only best-effort."""
         self.gate_dir = str(tmp / f"gate-{self.who}")
         os.makedirs(self.gate_dir, exist_ok=True)
         self.log = str(tmp / "nodes.log")
         self.send(
-            op="attach", target=target, ttl=ttl, log=self.log, gate_dir=self.gate_dir, faults=faults
+            op="attach",
+            target=target,
+            ttl=ttl,
+            log=self.log,
+            gate_dir=self.gate_dir,
+            faults=faults,
+            own_saver=own_saver,
         )
         self.holder = self.expect("attached", timeout=120)["holder"]
         return self
@@ -356,9 +372,10 @@ def worker_pool() -> WorkerPool:
     return _POOL
 
 
-@pytest.fixture
-def attach_workers(store_target: str, tmp_path: Path) -> Iterator[Callable[..., list[Worker]]]:
-    """``attach_workers("A", "B", ttl=..., faults=...)``: pool workers on this test's database."""
+@contextmanager
+def attaching(store_target: str, tmp_path: Path) -> Iterator[Callable[..., list[Worker]]]:
+    """Yields ``attach("A", "B", ttl=..., faults=...)``: pool workers on this test's database,
+    detached again at the end (so none is connected when the test's database goes away)."""
     attached: list[Worker] = []
 
     def attach(*names: str, **options: Any) -> list[Worker]:
@@ -398,7 +415,19 @@ def _serve(who: str) -> None:
                 continue
             _faults.arm(cmd["faults"])
             store = RecallStore.open(cmd["target"])
-            cp = store.checkpointer(lease_ttl=cmd["ttl"])
+            if cmd.get("own_saver"):
+                import sqlite3
+
+                from langgraph.checkpoint.sqlite import SqliteSaver
+
+                from langgraph_recall import checkpoint
+
+                conn = sqlite3.connect(cmd["own_saver"], check_same_thread=False, timeout=30)
+                cp = checkpoint.RecallCheckpointer(
+                    SqliteSaver(conn), store=store, lease_ttl=cmd["ttl"]
+                )
+            else:
+                cp = store.checkpointer(lease_ttl=cmd["ttl"])
             graph = step_graph(who=who, log=cmd["log"], gate_dir=cmd["gate_dir"]).compile(
                 checkpointer=cp, store=store
             )

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fix_checkpoint import (
     Worker,
     assert_linear,
+    attaching,
     config,
     count_steps,
     read_log,
@@ -23,8 +25,6 @@ from langgraph_recall._errors import LeaseHeld
 from langgraph_recall.checkpoint._same_db import close_same_database_saver, same_database_saver
 from langgraph_recall.store import RecallStore
 
-pytest_plugins = ("fix_checkpoint",)  # the attach_workers fixture
-
 
 @pytest.fixture
 def inner(store: RecallStore) -> Iterator[Any]:
@@ -35,9 +35,10 @@ def inner(store: RecallStore) -> Iterator[Any]:
 
 
 @pytest.fixture
-def workers(attach_workers: Callable[..., list[Worker]]) -> list[Worker]:
+def workers(store_target: str, tmp_path: Path) -> Iterator[list[Worker]]:
     """Two worker processes (A and B) on the test's database, with long leases."""
-    return attach_workers("A", "B", ttl=60)
+    with attaching(store_target, tmp_path) as attach:
+        yield attach("A", "B", ttl=60)
 
 
 def test_second_process_gets_lease_held_and_runs_nothing(

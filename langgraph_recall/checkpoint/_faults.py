@@ -55,9 +55,11 @@ def fault_point(name: str) -> None:
         _hits[name] = _hits.get(name, 0) + 1
         if _hits[name] != count:
             return
+    # Thread-directed: kill(getpid()) would wake the main thread to start the stop while this
+    # thread ran on for a few milliseconds, past the very line the fault is meant to freeze.
     if action == "stop":
-        os.kill(os.getpid(), signal.SIGSTOP)
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
     elif action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
+        signal.pthread_kill(threading.get_ident(), signal.SIGKILL)
     else:
         os._exit(99)

@@ -44,7 +44,7 @@ from ._durable import DurableLog
 from ._faults import fault_point
 from ._fence import is_fence_error
 from ._lease import LeaseKeeper, new_holder_id
-from ._recording import Recorder, messages_in
+from ._recording import Recorder, messages_in, switch_thread
 from ._runs import Run, find_loop, run_key
 from ._same_db import close_same_database_saver, is_fenced
 from ._turns import claim_turn, is_new_input, replay_config, turn_id_of, unfinished
@@ -274,12 +274,11 @@ class RecallCheckpointer(BaseCheckpointSaver):
         return run
 
     def _catch_up_previous_thread(self, agent_id: str, thread_id: str) -> None:
-        """The agent moves to another thread: the thread it last recorded from may hold
-        messages a crash left unrecorded there. Queue them before this run's own."""
-        newest = self.store.turns(agent_id, last=1)
-        if not newest or not newest[-1].thread_id or newest[-1].thread_id == thread_id:
+        """The agent moves to another thread: the thread it ran on before may hold messages a
+        crash left unrecorded there. Queue them before this run's own."""
+        previous = switch_thread(self.store, agent_id, thread_id)
+        if previous is None:
             return
-        previous = str(newest[-1].thread_id)
         saved = self.inner.get_tuple({"configurable": {"thread_id": previous, "checkpoint_ns": ""}})
         if saved is not None:
             values = saved.checkpoint["channel_values"]

@@ -27,13 +27,13 @@ config into every checkpoint's metadata.
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from .._errors import RecallError
+from ._recording import agent_namespace
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -53,16 +53,6 @@ def is_new_input(value: Any) -> bool:
     return value is not None and not isinstance(value, Command)
 
 
-def _namespace(agent_id: str) -> tuple[str, ...]:
-    # Store namespace labels may not contain "."; such agent ids are keyed by a digest.
-    label = (
-        agent_id
-        if agent_id and "." not in agent_id and "\x00" not in agent_id
-        else ("h-" + hashlib.sha256(agent_id.encode()).hexdigest()[:24])
-    )
-    return ("recall", label, "submitted_turns")
-
-
 def claim_turn(
     store: RecallStore,
     saver: BaseCheckpointSaver,
@@ -75,7 +65,7 @@ def claim_turn(
 
     Called with the agent's lease held, so no other process claims the same turn meanwhile.
     """
-    ns = _namespace(agent_id)
+    ns = agent_namespace(agent_id, "submitted_turns")
     item = store.get(ns, turn_id)
     if item is not None:
         ran_on = str(item.value.get("thread_id") or thread_id)
