@@ -129,6 +129,16 @@ def test_large_results_are_references_the_model_can_open(store: RecallStore) -> 
     assert store.fetch_output(ref) == big
 
 
+def test_agent_ids_with_dots_keep_their_outputs_and_memories_apart(store: RecallStore) -> None:
+    big = "RESULT " + "x" * (store.output_threshold + 100)
+    for agent in ("team", "team.billing"):
+        store.record(agent, [ToolMessage(big + agent, tool_call_id="c", name="f", id="t1")])
+    text = store.briefing("team.billing").text
+    ref = text.split('fetch_output(ref="')[1].split('"')[0]
+    assert "starts: 'RESULT xxx" in text  # the preview was found under the escaped namespace
+    assert store.fetch_output(ref).endswith("team.billing")
+
+
 def test_recall_tool_chatter_does_not_crowd_out_work(store: RecallStore) -> None:
     store.record(
         "a",
