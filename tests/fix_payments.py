@@ -224,7 +224,8 @@ def _serve(db: str, misbehaviour: Misbehaviour) -> None:
 
 
 class PaymentAPI:
-    """The payment API process, seen from the test: ``port``, ``ledger()``, ``close()``.
+    """The payment API process, seen from the test: ``port``, ``db`` (read it with
+    ``read_ledger``), ``close()``.
 
     Use it as a context manager: the process is stopped (and reaped) however the block ends.
     """
@@ -257,10 +258,6 @@ class PaymentAPI:
         if not line.startswith("port "):
             raise RuntimeError(f"the payment API did not start: {line!r}")
         return int(line.split()[1])
-
-    def ledger(self) -> "Ledger":
-        """What the API has recorded so far (read from its file)."""
-        return read_ledger(self.db)
 
     def close(self) -> None:
         if self.proc.stdin is not None and not self.proc.stdin.closed:
@@ -384,8 +381,8 @@ def charge_tool(port: int, *, keyed: bool) -> Any:
 
         return charge
 
-    @tool
-    def charge(order_id: str, amount: str) -> str:  # type: ignore[no-redef]
+    @tool  # type: ignore[no-redef]
+    def charge(order_id: str, amount: str) -> str:
         """Charge an order."""
         return answer(post_charge(port, order_id, amount, None))
 
@@ -613,13 +610,8 @@ def supervise(
     }
     started = time.monotonic()
     live: set[int] = {_fork_worker(job) for _ in range(size.workers)}
-    counts = {
-        "kills_random": 0,
-        "restarts": 0,
-        "unexpected_exits": [],
-        "timed_out": False,
-        "api_gone": False,
-    }
+    counts = _Counts()
+    targets: set[int] = set()  # workers this supervisor sent SIGKILL
     kills_left = size.random_kills
     next_kill = started + rng.uniform(*size.kill_every_s)
     next_check = started + 1.0
@@ -627,18 +619,19 @@ def supervise(
         while live:
             now = time.monotonic()
             if now - started > size.timeout:
-                counts["timed_out"] = True
+                counts.timed_out = True
                 break
             if now >= next_check:
                 next_check = now + 1.0
                 if not _listening(port):
-                    counts["api_gone"] = True
+                    counts.api_gone = True
                     break
             if kills_left and now >= next_kill:
                 # Our own unreaped child: its pid cannot have been reused.
-                os.kill(rng.choice(sorted(live)), signal.SIGKILL)
+                victim = rng.choice(sorted(live))
+                os.kill(victim, signal.SIGKILL)
+                targets.add(victim)
                 kills_left -= 1
-                counts["kills_random"] += 1
                 next_kill = now + rng.uniform(*size.kill_every_s)
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
@@ -646,11 +639,13 @@ def supervise(
                 continue
             live.discard(pid)
             code = os.waitstatus_to_exitcode(status)
+            if code == -signal.SIGKILL and pid in targets:
+                counts.kills_random += 1  # (a target that had just exited by itself is not)
             if code == 0:
                 continue  # the queue is empty
             if code != -signal.SIGKILL:
-                counts["unexpected_exits"].append(code)
-                if len(counts["unexpected_exits"]) > 3 * size.workers:
+                counts.unexpected_exits.append(code)
+                if len(counts.unexpected_exits) > 3 * size.workers:
                     break  # something is broken: stop, the caller reports it
             orders = OrderQueue(queue)  # not kept open across a fork
             try:
@@ -659,7 +654,7 @@ def supervise(
                     orders.note(pid, f"worker exited with {code}")
             finally:
                 orders.close()
-            counts["restarts"] += 1
+            counts.restarts += 1
             live.add(_fork_worker(job))
     finally:
         for pid in live:
@@ -667,8 +662,19 @@ def supervise(
         for pid in live:
             os.waitpid(pid, 0)
         with open(report, "w") as f:
-            json.dump(counts, f)
-    return 6 if counts["api_gone"] else 3 if counts["timed_out"] else 0
+            json.dump(counts.__dict__, f)
+    return 6 if counts.api_gone else 3 if counts.timed_out else 0
+
+
+@dataclass
+class _Counts:
+    """What the supervisor saw (written to its report file as JSON)."""
+
+    kills_random: int = 0
+    restarts: int = 0
+    unexpected_exits: list[int] = field(default_factory=list)
+    timed_out: bool = False
+    api_gone: bool = False
 
 
 def _listening(port: int) -> bool:
@@ -708,35 +714,6 @@ class Outcome:
     rerun_replays: int  # of those, answered from the key (nothing charged)
     worker_errors: list[tuple[str | None, int, str]]
     unexpected_exits: list[int]
-
-    def row(self) -> list[str]:
-        """A results-table row (see ``TABLE_HEAD``)."""
-        return [
-            self.backend,
-            self.mode,
-            str(self.orders),
-            f"{self.kills_random} + {self.kills_by_api}",
-            str(self.fates.get("drop", 0)),
-            f"**{self.charged_twice}**",
-            "-" if self.mode == "plain" else f"**{self.in_doubt}**",
-            str(self.charges),
-            str(self.replays),
-            f"{self.seconds:.0f}",
-        ]
-
-
-TABLE_HEAD = [
-    "database",
-    "mode",
-    "orders",
-    "kills (random + after charge)",
-    "answers dropped",
-    "orders charged twice",
-    "left in doubt",
-    "charges",
-    "key replays",
-    "seconds",
-]
 
 
 def run_scenario(

@@ -46,7 +46,6 @@ def _run(pool: list[Zygote], target: str, mode: str, tmp: Path, backend: str) ->
     out = run_scenario(pool[0], target, mode, str(tmp), SCENARIO, backend=backend)
     # The run itself: every order finished, workers were really killed, no worker failed.
     assert out.finished == out.orders, f"{out.orders - out.finished} orders never finished"
-    assert out.kills_random + out.kills_by_api > 0
     assert out.kills_by_api > 0, "the API never killed a worker right after a charge"
     assert not out.unexpected_exits, (out.unexpected_exits, out.worker_errors[-5:])
     assert out.fates["drop"] > 0, "no answer was lost"
