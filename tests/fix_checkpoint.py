@@ -52,7 +52,8 @@ def step_graph(
     gate_dir: str | None = None,
     on_step: Callable[[int, Any], None] | None = None,
 ) -> StateGraph:
-    """START -> step -> step ... until ``n == target``; step k adds AIMessage ``m-<thread>-<k>``.
+    """START -> step -> step ... until ``n == target``; each step adds an AIMessage with id
+    ``m-<thread>-<messages so far>``.
 
     Per process (``plan[who]``): ``block_at`` waits for the file ``<gate_dir>/open`` (after
     announcing "blocked"); ``stop_at`` sends the process SIGSTOP; ``fail_at`` raises;
@@ -85,7 +86,9 @@ def step_graph(
             interrupt({"step": k})
         if log:
             append_log(log, {"who": who, "thread": thread, "step": k, "phase": "done"})
-        return {"messages": [AIMessage(f"{who}: step {k}", id=f"m-{thread}-{k}")], "n": k}
+        # The id depends only on the state, so whichever process runs the step names it alike.
+        mid = f"m-{thread}-{len(state.get('messages', []))}"
+        return {"messages": [AIMessage(f"{who}: step {k}", id=mid)], "n": k}
 
     def more(state: State) -> str:
         return "step" if state.get("n", 0) < state.get("target", 1) else END

@@ -19,7 +19,6 @@ also checkpoint. Three pieces:
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import warnings
 from collections import deque
@@ -28,6 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
+
+from ..store._records import agent_ns
 
 if TYPE_CHECKING:
     from ..store import RecallStore
@@ -74,18 +75,11 @@ def _same(a: BaseMessage, b: BaseMessage | None) -> bool:
     return a is b
 
 
-def agent_namespace(agent_id: str, kind: str) -> tuple[str, ...]:
-    """A store namespace of our own under the agent (labels may not contain ".")."""
-    ok = agent_id and "." not in agent_id and "\x00" not in agent_id
-    label = agent_id if ok else "h-" + hashlib.sha256(agent_id.encode()).hexdigest()[:24]
-    return ("recall", label, kind)
-
-
 def switch_thread(store: RecallStore, agent_id: str, thread_id: str) -> str | None:
     """Note that the agent now runs on ``thread_id``; returns the thread it ran on before, if
     different. Written at run start, before any node, so a run killed at any point after it is
     still known to the next run of the agent (which then records what that thread left)."""
-    ns = agent_namespace(agent_id, "runs")
+    ns = agent_ns(agent_id, "runs")
     item = store.get(ns, "thread")
     previous = str(item.value.get("thread_id")) if item is not None else None
     if previous != thread_id:

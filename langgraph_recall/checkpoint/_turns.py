@@ -33,7 +33,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from .._errors import RecallError
-from ._recording import agent_namespace
+from ..store._records import agent_ns
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -65,7 +65,7 @@ def claim_turn(
 
     Called with the agent's lease held, so no other process claims the same turn meanwhile.
     """
-    ns = agent_namespace(agent_id, "submitted_turns")
+    ns = agent_ns(agent_id, "submitted_turns")
     item = store.get(ns, turn_id)
     if item is not None:
         ran_on = str(item.value.get("thread_id") or thread_id)

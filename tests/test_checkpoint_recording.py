@@ -1,0 +1,147 @@
+"""Each message of the messages channel is recorded into the agent's turns once, in order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fix_checkpoint import (
+    Worker,
+    attaching,
+    config,
+    history,
+    recorded_ids,
+    step_graph,
+    turn_input,
+)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+
+from langgraph_recall.checkpoint._same_db import close_same_database_saver, same_database_saver
+from langgraph_recall.store import RecallStore
+
+
+@pytest.fixture
+def inner(store: RecallStore) -> Iterator[Any]:
+    saver = same_database_saver(store)
+    yield saver
+    close_same_database_saver(saver)
+
+
+@pytest.fixture
+def handed(store: RecallStore, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The message ids of every ``store.record`` call (an observation, not a stand-in)."""
+    calls: list[list[str]] = []
+    real = store.record
+
+    def record(agent_id: str, messages: Sequence[BaseMessage], **kw: Any) -> int:
+        calls.append([str(m.id) for m in messages])
+        return real(agent_id, messages, **kw)
+
+    monkeypatch.setattr(store, "record", record)
+    return calls
+
+
+def head_ids(saver: Any, thread: str) -> list[str]:
+    return [m.id for m in history(saver, thread)[-1].checkpoint["channel_values"]["messages"]]
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_every_message_is_recorded_once_in_order(
+    store: RecallStore, inner: Any, durability: str, mode: str
+) -> None:
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    cfg = config("t1", "agent-1")
+    for turn in ("first", "second", "third"):
+        if mode == "invoke":
+            graph.invoke(turn_input(turn, 2), cfg, durability=durability)
+        else:
+            asyncio.run(graph.ainvoke(turn_input(turn, 2), cfg, durability=durability))
+        # Recorded by the time the call returns, not eventually.
+        assert recorded_ids(store, "agent-1") == head_ids(inner, "t1")
+    assert len(recorded_ids(store, "agent-1")) == 9
+    cp.close()
+
+
+def test_restored_history_is_never_handed_to_the_store_again(
+    store: RecallStore, handed: list[list[str]]
+) -> None:
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    cfg = config("t1", "agent-1")
+    for i in range(4):
+        graph.invoke(turn_input(f"turn{i}", 3), cfg)
+    before = len(recorded_ids(store, "agent-1"))
+    handed.clear()
+    graph.invoke(turn_input("last", 3), cfg)
+    # 1 human + 3 AI messages are new; the 16 restored ones are not sent again.
+    assert before == 16
+    assert sorted(i for call in handed for i in call) == sorted(
+        ["h-last", "m-t1-17", "m-t1-18", "m-t1-19"]
+    )
+    cp.close()
+
+
+def test_update_state_messages_are_recorded_once(store: RecallStore, inner: Any) -> None:
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    cfg = config("t1", "agent-1")
+    graph.invoke(turn_input("hello", 1), cfg)
+    graph.update_state(cfg, {"messages": [HumanMessage("an edit", id="edit-1")]})
+    graph.update_state(cfg, {"target": 3})
+    assert recorded_ids(store, "agent-1") == head_ids(inner, "t1")
+    assert recorded_ids(store, "agent-1")[-1] == "edit-1"
+    cp.close()
+
+
+def test_removed_and_replaced_messages_do_not_record_again(store: RecallStore) -> None:
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    cfg = config("t1", "agent-1")
+    graph.invoke(turn_input("hello", 2), cfg)
+    graph.update_state(cfg, {"messages": [RemoveMessage(id="m-t1-1")]})
+    graph.update_state(cfg, {"messages": [AIMessage("edited", id="m-t1-2")]})  # same id
+    graph.invoke(turn_input("again", 2), cfg)
+    # Records are append-only: the removed message stays, the edit is not a new turn.
+    assert recorded_ids(store, "agent-1") == [
+        "h-hello",
+        "m-t1-1",
+        "m-t1-2",
+        "h-again",
+        "m-t1-3",
+        "m-t1-4",
+    ]
+    cp.close()
+
+
+@pytest.fixture
+def attach(store_target: str, tmp_path: Path) -> Iterator[Callable[..., list[Worker]]]:
+    with attaching(store_target, tmp_path) as attach_workers:
+        yield attach_workers
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("resume_on", ["same thread", "new thread"])
+def test_crash_between_steps_then_resume_records_each_message_once(
+    attach: Callable[..., list[Worker]], store: RecallStore, inner: Any, resume_on: str
+) -> None:
+    # A dies right after writing step 2's checkpoint, before recording its messages.
+    (a,) = attach("A", ttl=1, faults="after_put=4:exit")
+    (b,) = attach("B", ttl=30)
+    a.invoke("t1", "agent-1", "go", target=4)
+    assert a.exit_code() == 99
+    if resume_on == "same thread":
+        b.invoke("t1", "agent-1", None, wait=60)
+        assert b.result()["n"] == 4
+        assert recorded_ids(store, "agent-1") == head_ids(inner, "t1")
+    else:
+        b.invoke("t2", "agent-1", "elsewhere", target=2, wait=60)
+        assert b.result()["n"] == 2
+        # What t1 checkpointed before the crash is recorded (once, first), then t2's turn.
+        assert recorded_ids(store, "agent-1") == head_ids(inner, "t1") + head_ids(inner, "t2")
+    ids = recorded_ids(store, "agent-1")
+    assert len(ids) == len(set(ids))
