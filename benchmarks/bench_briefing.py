@@ -143,6 +143,7 @@ RESUME = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from langgraph_recall import RecallStore  # what an application imports: the whole package
+from langgraph_recall import _briefing  # counted with the imports even if the package loads it lazily
 from langgraph_recall.tools import DurableTools
 t1, c1 = time.perf_counter(), time.process_time()
 target, agent = sys.argv[1], sys.argv[2]
