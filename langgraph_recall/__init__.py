@@ -28,7 +28,14 @@ from .store import RecallStore
 if TYPE_CHECKING:
     from ._briefing import Briefing
     from ._diff import diff
-    from ._hooks import briefing_node, post_model_hook, pre_model_hook, record_node, with_briefing
+    from ._hooks import (
+        awith_briefing,
+        briefing_node,
+        post_model_hook,
+        pre_model_hook,
+        record_node,
+        with_briefing,
+    )
     from ._middleware import RecallMiddleware
     from ._recall_tools import recall_tools
     from ._replay import ReplayChatModel
@@ -51,6 +58,7 @@ _LAZY = {
     "RecallCheckpointer": ".checkpoint",
     "RecallMiddleware": "._middleware",
     "ReplayChatModel": "._replay",
+    "awith_briefing": "._hooks",
     "briefing_node": "._hooks",
     "current_idempotency_key": ".tools",
     "diff": "._diff",
@@ -82,6 +90,7 @@ __all__ = [
     "RecordsMissing",
     "ReplayChatModel",
     "UnclassifiedTool",
+    "awith_briefing",
     "briefing_node",
     "current_idempotency_key",
     "diff",

@@ -100,6 +100,9 @@ class Database(ABC):
 
     def migrate(self) -> int:
         """Create or upgrade the schema; returns the version now in force."""
+        # Fast path for every open after the first: one read, no write lock, no DDL.
+        if self._schema_version() == SCHEMA_VERSION:
+            return SCHEMA_VERSION
         with self.tx(write=True) as tx:
             if self.dialect == "postgres":
                 # Several workers may open a fresh database at once: serialise the DDL.
@@ -126,6 +129,26 @@ class Database(ABC):
                     (str(SCHEMA_VERSION),),
                 )
             return SCHEMA_VERSION
+
+    def _schema_version(self) -> int | None:
+        """The version on record, or None when there is no schema (or no readable one) yet."""
+        try:
+            with self.tx() as tx:
+                if self.dialect == "sqlite":
+                    exists = tx.one(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'recall_meta'"
+                    )
+                else:
+                    exists = tx.one("SELECT to_regclass('recall_meta')")
+                    exists = exists if exists and exists[0] else None
+                if not exists:
+                    return None
+                row = tx.one("SELECT value FROM recall_meta WHERE key = 'schema_version'")
+        except RecallError as exc:
+            if exc.code == "database":
+                return None  # let the locked path below report it properly
+            raise
+        return int(row[0]) if row else None
 
     def _create_meta(self, tx: Tx) -> None:
         tx.run(

@@ -268,6 +268,7 @@ MIGRATIONS: list[list[Step]] = [
             append_only=True,
         ),
         Index("recall_approvals_action", "recall_approvals", ("action_id", "created_at")),
+        Index("recall_approvals_agent", "recall_approvals", ("agent_id", "approval_id")),
         Table(
             "recall_approval_spends",  # the primary key makes spending an approval happen once
             (
