@@ -59,6 +59,7 @@ def pg_database(admin_dsn: str) -> Iterator[str]:
 
 
 HEAD = [
+    "run",
     "database",
     "mode",
     "orders",
@@ -72,8 +73,9 @@ HEAD = [
 ]
 
 
-def _row(o: Outcome) -> list[str]:
+def _row(run: int, o: Outcome) -> list[str]:
     return [
+        str(run),
         o.backend,
         o.mode,
         str(o.orders),
@@ -87,26 +89,51 @@ def _row(o: Outcome) -> list[str]:
     ]
 
 
-def _table(outcomes: list[Outcome]) -> str:
+def _table(runs: list[tuple[int, Outcome]]) -> str:
     lines = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
-    lines += ["| " + " | ".join(_row(o)) + " |" for o in outcomes]
+    lines += ["| " + " | ".join(_row(run, o)) + " |" for run, o in runs]
     return "\n".join(lines)
 
 
-def _details(outcomes: list[Outcome]) -> str:
+def _span(values: list[int]) -> str:
+    lo, hi = min(values), max(values)
+    return str(lo) if lo == hi else f"{lo} to {hi}"
+
+
+def _summary(runs: list[tuple[int, Outcome]], modes: list[str]) -> str:
+    """One line per mode over every run and database: the figures for the README."""
     lines = [
-        "| database | mode | extra charges after a lost answer (client retry, no key) | "
+        "| mode | runs | orders per run | kills per run | orders charged twice | left in doubt |",
+        "|---|---|---|---|---|---|",
+    ]
+    for mode in modes:
+        outs = [o for _, o in runs if o.mode == mode]
+        if not outs:
+            continue
+        doubt = "-" if mode == "plain" else f"**{_span([o.in_doubt for o in outs])}**"
+        lines.append(
+            f"| {mode} | {len(outs)} ({', '.join(sorted({o.backend for o in outs}))}) | "
+            f"{_span([o.orders for o in outs])} | "
+            f"{_span([o.kills_random + o.kills_by_api for o in outs])} | "
+            f"**{_span([o.charged_twice for o in outs])}** | {doubt} |"
+        )
+    return "\n".join(lines)
+
+
+def _details(runs: list[tuple[int, Outcome]]) -> str:
+    lines = [
+        "| run | database | mode | extra charges after a lost answer (client retry, no key) | "
         "extra charges after a crash (call ran again) | calls sent again after a crash | "
         "of which answered from the key | actions done | in doubt: charged / not charged | "
         "worker run errors |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for o in outcomes:
+    for run, o in runs:
         durable = o.mode != "plain"
         errors = sorted({e[2].split(":")[0][:40] for e in o.worker_errors})
         uncharged = len(set(o.in_doubt_orders) & set(o.not_charged))
         lines.append(
-            f"| {o.backend} | {o.mode} | {o.extra_charges.get('retry', 0)} | "
+            f"| {run} | {o.backend} | {o.mode} | {o.extra_charges.get('retry', 0)} | "
             f"{o.extra_charges.get('rerun', 0)} | {o.reruns if durable else '-'} | "
             f"{o.rerun_replays if durable else '-'} | {o.done if durable else '-'} | "
             f"{f'{o.in_doubt - uncharged} / {uncharged}' if durable else '-'} | "
@@ -157,7 +184,7 @@ def main() -> int:
     )
     modes = [m for m in args.modes.split(",") if m]
     backends = ["sqlite"] + ([] if args.no_pg else ["postgres"])
-    outcomes: list[Outcome] = []
+    runs: list[tuple[int, Outcome]] = []
     zygote = Zygote()
     try:
         for run in range(args.repeat):
@@ -176,7 +203,7 @@ def main() -> int:
                         else:
                             with pg_database(args.pg) as dsn:
                                 out = run_scenario(zygote, dsn, mode, work, this, backend=backend)
-                    outcomes.append(out)
+                    runs.append((run + 1, out))
                     print(
                         f"run {run + 1} {backend:8} {mode:10} charged twice {out.charged_twice:3}"
                         f"  in doubt {out.in_doubt:3}  kills {out.kills_random}+"
@@ -208,8 +235,9 @@ once.
   the same key.
 """
     sections = [
-        ("Counts", _table(outcomes)),
-        ("Where the extra charges came from", _details(outcomes)),
+        ("Summary", _summary(runs, modes)),
+        ("Every run", _table(runs)),
+        ("Where the extra charges came from", _details(runs)),
         (
             "Reading it",
             """
@@ -236,7 +264,7 @@ once.
         ),
     )
     print(f"wrote {args.out}")
-    bad = [f"{o.backend} {o.mode}: {v}" for o in outcomes for v in _violations(o)]
+    bad = [f"run {r} {o.backend} {o.mode}: {v}" for r, o in runs for v in _violations(o)]
     for line in bad:
         print("VIOLATION", line, file=sys.stderr)
     return 1 if bad else 0
