@@ -31,10 +31,7 @@ def touch_agent(tx: Tx, agent_id: str) -> None:
     The upsert also takes the row lock on PostgreSQL, which serialises concurrent appends for
     one agent (so sequence numbers are handed out without gaps or duplicates).
     """
-    if not isinstance(agent_id, str) or not agent_id or "\x00" in agent_id:
-        raise RecallError(
-            "agent_id must be a non-empty string without NUL characters", code="invalid_value"
-        )
+    _check_agent_id(agent_id)
     # One upsert: its DO UPDATE takes the row lock on PostgreSQL like a plain UPDATE would.
     tx.run(
         "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, revision_seq, "
@@ -42,6 +39,13 @@ def touch_agent(tx: Tx, agent_id: str) -> None:
         "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity",
         (agent_id,),
     )
+
+
+def _check_agent_id(agent_id: str) -> None:
+    if not isinstance(agent_id, str) or not agent_id or "\x00" in agent_id:
+        raise RecallError(
+            "agent_id must be a non-empty string without NUL characters", code="invalid_value"
+        )
 
 
 def _next_seq(tx: Tx, agent_id: str, column: str, n: int) -> int:
@@ -600,6 +604,75 @@ def insert_attempt(
     return Claim("claimed", action)
 
 
+def claim_first_pg(
+    tx: Tx,
+    *,
+    agent_id: str,
+    action_id: str,
+    tool: str,
+    klass: str,
+    args: Any,
+    args_digest: str,
+    idempotency_key: str,
+    thread_id: str | None,
+    epoch: int | None,
+) -> Claim | None:
+    """PostgreSQL: the first attempt of an action claimed in ONE statement (one round trip).
+
+    Run outside a transaction it commits on its own, so the intent is durable when it returns.
+    The agent upsert, the sequence number, the intent and the open row are data-modifying parts
+    of one statement: all or nothing. Returns None when attempt 1 already exists (a race with
+    another claimer, or a later attempt is due): the caller then takes the general path, where
+    the primary key settles it as before. A sequence number spent on a conflict leaves a gap,
+    which only orders, never counts.
+    """
+    _check_agent_id(agent_id)
+    args_type, args_data = dumps_typed(args)
+    row = tx.one(
+        "WITH ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
+        "revision_seq, action_seq) VALUES (?, {now}, {now}, 0, 0, 1) ON CONFLICT (agent_id) DO "
+        "UPDATE SET last_activity = excluded.last_activity, "
+        "action_seq = recall_agents.action_seq + 1 RETURNING action_seq), "
+        "ins AS (INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, "
+        "args_type, args, args_digest, idempotency_key, epoch, seq, created_at) "
+        "SELECT ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now} FROM ag "
+        "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING action_id, agent_id, created_at), "
+        "op AS (INSERT INTO recall_open_actions (action_id, attempt, agent_id) "
+        "SELECT action_id, 1, agent_id FROM ins "
+        "ON CONFLICT (action_id) DO UPDATE SET attempt = excluded.attempt) "
+        "SELECT created_at FROM ins",
+        (
+            agent_id,
+            action_id,
+            agent_id,
+            thread_id,
+            tool,
+            klass,
+            args_type,
+            args_data,
+            args_digest,
+            idempotency_key,
+            epoch,
+        ),
+    )
+    if row is None:
+        return None
+    action = Action(
+        action_id=action_id,
+        agent_id=agent_id,
+        tool=tool,
+        klass=klass,
+        args=loads_typed(args_type, args_data),
+        args_digest=args_digest,
+        idempotency_key=idempotency_key,
+        attempt=1,
+        status="open",
+        created_at=float(row[0]),
+        thread_id=thread_id,
+    )
+    return Claim("claimed", action)
+
+
 END_OUTCOMES = ("done", "failed", "abandoned", "not_done")
 
 
@@ -622,14 +695,31 @@ def end(
     rtype, rdata = (None, None) if outcome != "done" else dumps_typed(result)
     # Inserted only if the intent exists (the SELECT) and has no end yet (the primary key), in
     # one statement; the typed NULL keeps PostgreSQL from reading a missing result as text.
-    blob = "BYTEA" if tx.dialect == "postgres" else "BLOB"
-    inserted = tx.run(
-        "INSERT INTO recall_action_ends (action_id, attempt, outcome, result_type, result, error, "
-        f"note, resolved_by, created_at) SELECT a.action_id, a.attempt, ?, ?, CAST(? AS {blob}), "
-        "?, ?, ?, {now} FROM recall_actions a WHERE a.action_id = ? AND a.attempt = ? "
-        "ON CONFLICT (action_id, attempt) DO NOTHING",
-        (outcome, rtype, rdata, error, note, resolved_by, action_id, attempt),
-    )
+    params = (outcome, rtype, rdata, error, note, resolved_by, action_id, attempt)
+    if tx.dialect == "postgres":
+        # One statement, one round trip: the end and the open row's removal commit together
+        # even outside a transaction (a data-modifying CTE is all or nothing).
+        row = tx.one(
+            "WITH ins AS (INSERT INTO recall_action_ends (action_id, attempt, outcome, "
+            "result_type, result, error, note, resolved_by, created_at) SELECT a.action_id, "
+            "a.attempt, ?, ?, CAST(? AS BYTEA), ?, ?, ?, {now} FROM recall_actions a "
+            "WHERE a.action_id = ? AND a.attempt = ? ON CONFLICT (action_id, attempt) DO NOTHING "
+            "RETURNING action_id, attempt), del AS (DELETE FROM recall_open_actions o USING ins "
+            "WHERE o.action_id = ins.action_id AND o.attempt = ins.attempt) "
+            "SELECT count(*) FROM ins",
+            params,
+        )
+        inserted = int(row[0]) if row is not None else 0
+    else:
+        inserted = tx.run(
+            "INSERT INTO recall_action_ends (action_id, attempt, outcome, result_type, result, "
+            "error, note, resolved_by, created_at) SELECT a.action_id, a.attempt, ?, ?, "
+            "CAST(? AS BLOB), ?, ?, ?, {now} FROM recall_actions a "
+            "WHERE a.action_id = ? AND a.attempt = ? ON CONFLICT (action_id, attempt) DO NOTHING",
+            params,
+        )
+    if inserted and tx.dialect == "postgres":
+        return True
     if inserted:
         tx.run(
             "DELETE FROM recall_open_actions WHERE action_id = ? AND attempt = ?",

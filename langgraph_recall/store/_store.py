@@ -470,6 +470,30 @@ class RecallStore(BaseStore):
         settled = _records.settled_claim(prev, action_id, args_digest)
         if settled is not None:
             return settled
+        if prev is None and self._db.dialect == "postgres":
+            # A first attempt on PostgreSQL: one autocommitted statement instead of BEGIN, four
+            # statements and COMMIT (six round trips). On a race it answers None and the
+            # general path below settles it on the primary key, as before.
+            with self._db.tx() as tx:
+                first = _records.claim_first_pg(
+                    tx,
+                    agent_id=agent_id,
+                    action_id=action_id,
+                    tool=tool,
+                    klass=klass,
+                    args=args,
+                    args_digest=args_digest,
+                    idempotency_key=idempotency_key or action_id,
+                    thread_id=thread_id,
+                    epoch=epoch,
+                )
+            if first is not None:
+                return first
+            with self._db.tx() as tx:
+                prev = _records.latest_action(tx, action_id)
+            settled = _records.settled_claim(prev, action_id, args_digest)
+            if settled is not None:
+                return settled
         with self._db.tx(write=True) as tx:
             return _records.insert_attempt(
                 tx,
@@ -500,7 +524,9 @@ class RecallStore(BaseStore):
         resolved_by: str | None = None,
     ) -> bool:
         """Record how an attempt ended (done, failed, abandoned, not_done). Only the first counts."""
-        with self._db.tx(write=True) as tx:
+        # PostgreSQL: `_records.end` is one statement there, atomic on its own, so it runs
+        # autocommitted (no BEGIN/COMMIT round trips). SQLite keeps BEGIN IMMEDIATE.
+        with self._db.tx(write=self._db.dialect == "sqlite") as tx:
             return _records.end(
                 tx,
                 action_id,
