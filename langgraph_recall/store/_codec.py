@@ -7,11 +7,13 @@ types, without pickle. Items stay JSON because BaseStore promises JSON and filte
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any
 
 import orjson
 import ormsgpack
+from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.jsonplus import EXT_PYDANTIC_V2, JsonPlusSerializer
 
 from .._errors import RecallError
@@ -47,6 +49,41 @@ def _fields_hook(code: int, raw: bytes) -> Any:
     if code == EXT_PYDANTIC_V2:  # (module, class, fields, method)
         return ormsgpack.unpackb(raw, ext_hook=_fields_hook, option=ormsgpack.OPT_NON_STR_KEYS)[2]
     # Anything else (Decimal, datetime, ...) is rebuilt by LangGraph's serializer, as recorded.
+    return _serde.loads_typed(("msgpack", ormsgpack.packb(ormsgpack.Ext(code, raw))))
+
+
+def loads_record(type_: str, data: bytes) -> Any:
+    """Like ``loads_typed``, but a LangChain message comes back through ``model_construct``:
+    the same message, without pydantic re-validating fields that were validated when it was
+    recorded (the repeat lookup rebuilds a ``ToolMessage`` on every replayed call). Any other
+    model or type goes through LangGraph's serializer exactly as ``loads_typed`` does."""
+    if type_ != "msgpack":
+        return loads_typed(type_, data)
+    return ormsgpack.unpackb(bytes(data), ext_hook=_record_hook, option=ormsgpack.OPT_NON_STR_KEYS)
+
+
+_MESSAGE_CLASSES: dict[tuple[str, str], type[BaseMessage] | None] = {}
+
+
+def _message_class(module: str, name: str) -> type[BaseMessage] | None:
+    key = (module, name)
+    if key not in _MESSAGE_CLASSES:
+        cls = None
+        # Only LangChain's own message classes: anything else keeps the serializer's checks.
+        if module.startswith("langchain_core.messages"):
+            found = getattr(importlib.import_module(module), name, None)
+            if isinstance(found, type) and issubclass(found, BaseMessage):
+                cls = found
+        _MESSAGE_CLASSES[key] = cls
+    return _MESSAGE_CLASSES[key]
+
+
+def _record_hook(code: int, raw: bytes) -> Any:
+    if code == EXT_PYDANTIC_V2:  # (module, class, fields, method)
+        tup = ormsgpack.unpackb(raw, ext_hook=_record_hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        cls = _message_class(tup[0], tup[1])
+        if cls is not None and isinstance(tup[2], dict):
+            return cls.model_construct(**tup[2])
     return _serde.loads_typed(("msgpack", ormsgpack.packb(ormsgpack.Ext(code, raw))))
 
 

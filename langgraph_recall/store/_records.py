@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from .._errors import ApprovalDenied, ApprovalMismatch, ApprovalRequired, LeaseHeld, RecallError
-from ._codec import dump_json, dumps_typed, load_json, loads_fields, loads_typed
+from ._codec import dump_json, dumps_typed, load_json, loads_fields, loads_record, loads_typed
 from ._db import Tx
 from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView
 
@@ -424,7 +424,7 @@ _ACTION_COLS = (
 
 
 def _action(r: Sequence[Any]) -> Action:
-    result = loads_typed(r[12], r[13]) if r[12] is not None and r[13] is not None else None
+    result = loads_record(r[12], r[13]) if r[12] is not None and r[13] is not None else None
     return Action(
         action_id=r[0],
         agent_id=r[1],
