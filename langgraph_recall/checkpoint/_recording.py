@@ -8,10 +8,13 @@ also checkpoint. Three pieces:
   in O(new) time: ``add_messages`` appends, so the new ones are whatever follows the last
   message already seen. Only when the list was rewritten (``RemoveMessage``, a replacement) does
   it compare ids over the whole list, still without touching the database.
-- ``Recorder`` writes them from one background thread, in order, batching what piled up while
-  the previous write ran, so the checkpoint path pays a queue append, not a transaction. A run's
-  end flushes it before the lease is released, so when ``invoke`` returns every message is
-  recorded.
+- ``Recorder`` writes them from one background thread, in order, so the checkpoint path pays a
+  queue append, not a transaction. It coalesces: after the first message of a batch it lingers
+  (``LINGER`` seconds, or until ``MAX_BATCH`` messages or a flush), so a run writes one
+  transaction per quarter second instead of one per checkpoint (each was a write transaction
+  contending with the saver's and the tools' for the database). A run's end (also when it
+  pauses at an interrupt) flushes it before the lease is released, so when ``invoke`` returns
+  every message is recorded; meanwhile other processes see turns up to ``LINGER`` late.
 - ``catch_up`` runs once at each run start, against the restored checkpoint: messages a crash
   left unrecorded (checkpointed, then killed before the recorder wrote them) are recorded then,
   once, in order. It reads the agent's newest recorded turn and records only what follows it.
@@ -20,6 +23,7 @@ also checkpoint. Three pieces:
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from collections import deque
 from collections.abc import Sequence
@@ -105,6 +109,12 @@ def catch_up(
     return store.record(agent_id, list(restored), thread_id=thread_id)
 
 
+LINGER = 0.25
+"""Seconds the recorder gathers messages before writing, unless flushed or ``MAX_BATCH`` full."""
+MAX_BATCH = 64
+"""Messages that make the recorder write without lingering further."""
+
+
 @dataclass
 class _Job:
     agent_id: str
@@ -123,6 +133,8 @@ class Recorder:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._queued = 0  # messages in _jobs
+        self._urgent = 0  # flushes waiting: write now, do not linger
 
     def submit(
         self,
@@ -135,14 +147,20 @@ class Recorder:
         if not messages:
             return
         with self._cond:
+            idle = not self._jobs
             self._jobs.append(_Job(agent_id, thread_id, messages, catch_up))
+            self._queued += len(messages)
             self._pending[agent_id] = self._pending.get(agent_id, 0) + 1
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._loop, name="recall-recorder", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify_all()
+            # Wake the writer only when it may be waiting for a first job or a full batch: a
+            # lingering writer wakes on its own deadline, and waking it per checkpoint would
+            # cost a thread switch each time for nothing.
+            if idle or self._queued >= MAX_BATCH:
+                self._cond.notify_all()
 
     def flush(self, agent_id: str | None = None, timeout: float | None = None) -> bool:
         """Wait until every job (of ``agent_id``) submitted so far is written; False on timeout."""
@@ -153,7 +171,13 @@ class Recorder:
             return not self._pending
 
         with self._cond:
-            return self._cond.wait_for(done, timeout)
+            # A waiting flush cuts the writer's linger short: the run's end must not wait for it.
+            self._urgent += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(done, timeout)
+            finally:
+                self._urgent -= 1
 
     def close(self, timeout: float = 10.0) -> None:
         self.flush(timeout=timeout)
@@ -171,8 +195,18 @@ class Recorder:
                 if not self._jobs:
                     self._thread = None
                     return
+                # Linger to coalesce the next checkpoints' messages into this write. A crash
+                # while lingering loses nothing: the messages are in the checkpoints already
+                # written, and the next run start's catch_up records them once, in order.
+                deadline = time.monotonic() + LINGER
+                while not self._closed and not self._urgent and self._queued < MAX_BATCH:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
                 batch = list(self._jobs)
                 self._jobs.clear()
+                self._queued = 0
             for job in _merge(batch):
                 self._write(job)
             with self._cond:
