@@ -30,7 +30,7 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
 from .._context import agent_id_of, checkpointer_of, store_of, thread_id_of
-from .._errors import ApprovalDenied, ApprovalMismatch, RecallError, UnclassifiedTool
+from .._errors import ApprovalDenied, ApprovalMismatch, InDoubt, RecallError, UnclassifiedTool
 from ..checkpoint._faults import fault_point
 from ..store import Action, Claim, RecallStore
 from . import _barrier
@@ -359,6 +359,13 @@ class DurableTools:
             # attempt so the re-run is a new attempt of the same action, under the same key.
             yield Io(_abandon, (store, agent_id, action, verdict is not None))
             raise
+        except InDoubt as exc:
+            # The tool itself cannot tell whether its effect happened (an answer lost after the
+            # request left). Recording "failed" would invite a retry of something that may have
+            # happened: leave the intent open, exactly as a crash would, for the resolver or a
+            # person, and tell the model the outcome is unknown.
+            log.info("%s reported its outcome unknown: %s", call["name"], exc)
+            return in_doubt_message(action, call)
         except Exception as exc:
             try:
                 yield Io(
