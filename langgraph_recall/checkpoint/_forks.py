@@ -8,8 +8,9 @@ run looks finished although ``invoke(None)`` would complete it. ``inspect_thread
 ``inspect_threads`` does it for every thread in a store's database (the CLI's ``doctor``).
 
 A branch made on purpose (time travel from an old ``checkpoint_id``, ``update_state`` on a past
-checkpoint) also has two children; such children carry ``source`` "fork" or "update" and are
-reported as branches, not as forks.
+checkpoint) also has two children. Such children carry ``source`` "fork" or "update", or, when
+RecallCheckpointer wrote them from a run started at an explicit ``checkpoint_id``,
+``recall_branch``; they are reported as branches, not as forks.
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ def _report(thread_id: str, ns: str, tuples: Iterable[CheckpointTuple]) -> Threa
         if parent is None or len(kids) < 2:
             continue
         ids = tuple(sorted(_cid(k) for k in kids))
-        deliberate = sum(1 for k in kids if (k.metadata or {}).get("source") in _DELIBERATE)
+        deliberate = sum(1 for k in kids if _deliberate(k))
         (branches if deliberate >= len(kids) - 1 else forks).append((parent, ids))
     head_writes: tuple[str, ...] = ()
     if head is not None and head.pending_writes:
@@ -187,6 +188,12 @@ def _report(thread_id: str, ns: str, tuples: Iterable[CheckpointTuple]) -> Threa
         head_writes=head_writes,
         head_source=(head.metadata or {}).get("source") if head is not None else None,
     )
+
+
+def _deliberate(tup: CheckpointTuple) -> bool:
+    """Written by update_state, a __copy__, or a run started from an explicit checkpoint_id."""
+    md = tup.metadata or {}
+    return md.get("source") in _DELIBERATE or bool(md.get("recall_branch"))
 
 
 def _cid(tup: Any) -> str:

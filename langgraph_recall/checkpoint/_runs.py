@@ -71,6 +71,9 @@ class Run:
     cursor: MessageCursor = field(default_factory=lambda: MessageCursor(()))
     finalizer: Any = None
     ended: bool = False
+    # Started from an explicit checkpoint_id (time travel): its first checkpoint is a
+    # deliberate second child of an old one, which ``inspect_thread`` must not call a fork.
+    branched: bool = False
 
     def restored(self, messages: list[BaseMessage] | None) -> None:
         self.cursor = MessageCursor(messages or ())

@@ -81,7 +81,8 @@ class _Shared:
         self.keeper = keeper
         self.recorder = recorder
         self.durable = DurableLog()
-        self.runs: dict[int, Run] = {}
+        self.runs: dict[int, Run] = {}  # by run key
+        self.by_agent: dict[str, Run] = {}  # the one run per agent the lease keeper allows
         self.lock = threading.Lock()
         self.sync_only: set[str] = set()  # async methods of the inner saver that raise
         self.warned_no_loop = False
@@ -258,9 +259,12 @@ class RecallCheckpointer(BaseCheckpointSaver):
         except BaseException:
             shared.keeper.release(agent_id)
             raise
-        run = Run(key, agent_id, thread_id, lease, runtime)
+        run = Run(
+            key, agent_id, thread_id, lease, runtime, branched=bool(conf.get("checkpoint_id"))
+        )
         with shared.lock:
             shared.runs[key] = run
+            shared.by_agent[agent_id] = run
         if loop is not None:
             run.finalizer = weakref.finalize(loop, _orphaned, weakref.ref(self), key)
         elif not shared.warned_no_loop:
@@ -305,6 +309,8 @@ class RecallCheckpointer(BaseCheckpointSaver):
                 return
             run.ended = True
             shared.runs.pop(run.key, None)
+            if shared.by_agent.get(run.agent_id) is run:
+                del shared.by_agent[run.agent_id]
         if run.finalizer is not None:
             run.finalizer.detach()
         try:
@@ -329,8 +335,8 @@ class RecallCheckpointer(BaseCheckpointSaver):
     def _end_agent_runs(self, agent_id: str) -> None:
         """End runs of ``agent_id`` whose loop never reported its end (used by ``invoke``)."""
         with self._shared.lock:
-            runs = [r for r in self._shared.runs.values() if r.agent_id == agent_id]
-        for run in runs:
+            run = self._shared.by_agent.get(agent_id)
+        if run is not None:
             try:
                 self._end_run(run)
             except LeaseLost:
@@ -422,15 +428,16 @@ class RecallCheckpointer(BaseCheckpointSaver):
             if keeper.held(agent_id) is None:
                 return metadata, None, False  # a run that took no lease (nested foreign graph)
             epoch = keeper.check_write(agent_id)
+            run = self._shared.by_agent.get(agent_id)
+            branched = run is not None and run.branched
+            return _stamped(metadata, agent_id, epoch, branched), agent_id, False
         elif metadata.get("source") in ("update", "fork"):
             # update_state / a __copy__ outside any run: a write like a run's, so it needs the
             # lease for its duration, or it could fork the history under a running holder.
             agent_id = agent_id_of(config)
             epoch = keeper.acquire(agent_id).epoch
             return _stamped(metadata, agent_id, epoch), agent_id, True
-        else:
-            return metadata, None, False  # a direct call (conformance suites, tools)
-        return _stamped(metadata, agent_id, epoch), agent_id, False
+        return metadata, None, False  # a direct call (conformance suites, tools)
 
     def _put_failed(
         self,
@@ -474,10 +481,7 @@ class RecallCheckpointer(BaseCheckpointSaver):
                 if own_lease:
                     shared.recorder.submit(agent_id, thread_id, messages, catch_up=True)
                 else:
-                    with shared.lock:
-                        run = next(
-                            (r for r in shared.runs.values() if r.agent_id == agent_id), None
-                        )
+                    run = shared.by_agent.get(agent_id)
                     if run is not None:
                         shared.recorder.submit(
                             agent_id, thread_id, run.cursor.new_messages(messages)
@@ -721,9 +725,13 @@ class RecallCheckpointer(BaseCheckpointSaver):
         return (await graph.aget_state(replay_config(config, details, at_checkpoint=True))).values
 
 
-def _stamped(metadata: CheckpointMetadata, agent_id: str, epoch: int) -> CheckpointMetadata:
+def _stamped(
+    metadata: CheckpointMetadata, agent_id: str, epoch: int, branched: bool = False
+) -> CheckpointMetadata:
     """The metadata plus the fencing token the trigger in ``_fence`` compares."""
     stamped: dict[str, Any] = {**metadata, "recall_agent": agent_id, "recall_epoch": epoch}
+    if branched:
+        stamped["recall_branch"] = True
     return stamped  # type: ignore[return-value]
 
 
