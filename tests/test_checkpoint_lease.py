@@ -196,3 +196,33 @@ def test_update_state_refused_while_another_process_runs_the_agent(
     assert_linear(inner, "t1")
     assert count_steps(a.log) == {1: 1, 2: 1, 3: 1}
     cp.close()
+
+
+@pytest.mark.parametrize("saver", ["same database", "in memory"])
+def test_a_write_after_another_holder_took_over_is_refused(store: RecallStore, saver: str) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langgraph_recall.checkpoint import RecallCheckpointer
+
+    cp = (
+        store.checkpointer(lease_ttl=30)
+        if saver == "same database"
+        else RecallCheckpointer(InMemorySaver(), store=store, lease_ttl=30)
+    )
+
+    def take_over(k: int, cfg: Any) -> None:
+        if k == 2:
+            # As if our lease had expired unnoticed and another process took it.
+            epoch = cp.current_epoch("agent-1")
+            assert epoch is not None
+            store.release_lease("agent-1", cp.holder, epoch)
+            store.acquire_lease("agent-1", "intruder", 30)
+
+    graph = step_graph(on_step=take_over).compile(checkpointer=cp, store=store)
+    with pytest.raises(RecallError) as err:
+        graph.invoke(turn_input("go", 4), config("t1", "agent-1"), durability="sync")
+    assert err.value.code == "lease_lost"
+    steps = [h.metadata["step"] for h in cp.list(config("t1"))]
+    assert max(steps) == 1, "a checkpoint was written after the takeover"
+    assert store.lease("agent-1").holder == "intruder"  # not released by the fenced-out run
+    cp.close()

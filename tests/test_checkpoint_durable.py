@@ -1,0 +1,157 @@
+"""The durability barrier (``wait_durable``/``await_durable``) and ``current_epoch``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from fix_checkpoint import State, config, turn_input
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from langgraph_recall._context import checkpointer_of
+from langgraph_recall.checkpoint import RecallCheckpointer
+from langgraph_recall.store import RecallStore
+
+
+class SlowSaver(InMemorySaver):
+    """An in-memory saver whose checkpoint writes take a while, so that under
+    durability="async" the next node starts before its step's checkpoint exists."""
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        time.sleep(0.3)
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        await asyncio.sleep(0.3)
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+
+def barrier_graph(seen: list[tuple[bool, bool]], *, use_async: bool = False) -> StateGraph:
+    """Two nodes; the second waits for its step's checkpoint, then checks it really exists."""
+
+    def first(state: State) -> dict[str, Any]:
+        return {"n": 1}
+
+    def check(config: RunnableConfig, runtime: Runtime, ok: bool) -> None:
+        cp = checkpointer_of(config)
+        cid = runtime.execution_info.checkpoint_id
+        cfg = {
+            "configurable": {
+                "thread_id": config["configurable"]["thread_id"],
+                "checkpoint_ns": "",
+                "checkpoint_id": cid,
+            }
+        }
+        seen.append((ok, cp.inner.get_tuple(cfg) is not None))
+
+    def second(state: State, config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
+        ok = checkpointer_of(config).wait_durable(
+            config, runtime.execution_info.checkpoint_id, timeout=30
+        )
+        check(config, runtime, ok)
+        return {"n": 2}
+
+    async def asecond(state: State, config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
+        ok = await checkpointer_of(config).await_durable(
+            config, runtime.execution_info.checkpoint_id, timeout=30
+        )
+        await asyncio.to_thread(check, config, runtime, ok)
+        return {"n": 2}
+
+    g = StateGraph(State)
+    g.add_node("first", first)
+    g.add_node("second", asecond if use_async else second)
+    g.add_edge(START, "first")
+    g.add_edge("first", "second")
+    g.add_edge("second", END)
+    return g
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_wait_durable_returns_once_the_checkpoint_is_written(
+    store: RecallStore, durability: str
+) -> None:
+    seen: list[tuple[bool, bool]] = []
+    cp = RecallCheckpointer(SlowSaver(), store=store, lease_ttl=30)
+    graph = barrier_graph(seen).compile(checkpointer=cp, store=store)
+    graph.invoke(turn_input("go", 2), config("t1", "agent-1"), durability=durability)
+    assert seen == [(True, True)]
+    cp.close()
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_await_durable_returns_once_the_checkpoint_is_written(
+    store: RecallStore, durability: str
+) -> None:
+    seen: list[tuple[bool, bool]] = []
+    cp = RecallCheckpointer(SlowSaver(), store=store, lease_ttl=30)
+    graph = barrier_graph(seen, use_async=True).compile(checkpointer=cp, store=store)
+    asyncio.run(graph.ainvoke(turn_input("go", 2), config("t1", "agent-1"), durability=durability))
+    assert seen == [(True, True)]
+    cp.close()
+
+
+def test_durability_exit_writes_nothing_during_the_run_so_the_barrier_says_no(
+    store: RecallStore,
+) -> None:
+    seen: list[tuple[bool, bool]] = []
+    cp = store.checkpointer(lease_ttl=30)
+    graph = barrier_graph(seen).compile(checkpointer=cp, store=store)
+    graph.invoke(turn_input("go", 2), config("t1", "agent-1"), durability="exit")
+    assert seen == [(False, False)]
+    cp.close()
+
+
+def test_checkpoints_written_earlier_or_elsewhere_are_found_in_the_saver(
+    store: RecallStore,
+) -> None:
+    writer = store.checkpointer(lease_ttl=30)
+    graph = barrier_graph([]).compile(checkpointer=writer, store=store)
+    cfg = config("t1", "agent-1")
+    graph.invoke(turn_input("go", 2), cfg)
+    head = graph.get_state(cfg).config["configurable"]["checkpoint_id"]
+    other = store.checkpointer(lease_ttl=30)  # knows nothing of the writer's puts
+    assert other.wait_durable(cfg, head, timeout=5) is True
+    assert asyncio.run(other.await_durable(cfg, head, timeout=5)) is True
+    assert other.wait_durable(cfg, "1f000000-0000-6000-8000-000000000000", timeout=0.2) is False
+    writer.close()
+    other.close()
+
+
+def test_current_epoch_is_the_lease_epoch_during_a_run(store: RecallStore) -> None:
+    cp = store.checkpointer(lease_ttl=30)
+    during: list[int | None] = []
+
+    def node(state: State, config: RunnableConfig) -> dict[str, Any]:
+        during.append(checkpointer_of(config).current_epoch("agent-1"))
+        return {"n": 1}
+
+    g = StateGraph(State)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.add_edge("node", END)
+    g.compile(checkpointer=cp, store=store).invoke(turn_input("go", 1), config("t1", "agent-1"))
+    lease = store.lease("agent-1")
+    assert lease is not None and during == [lease.epoch]
+    assert cp.current_epoch("agent-1") is None  # the run ended: nothing held
+    cp.close()
+
+
+def test_a_failed_write_answers_waiters_with_no(store: RecallStore) -> None:
+    cp = store.checkpointer(lease_ttl=30)
+    answers: list[bool] = []
+    cid = "1f000000-0000-6000-8000-00000000abcd"
+    waiter = threading.Thread(
+        target=lambda: answers.append(cp.wait_durable(config("t1"), cid, timeout=60))
+    )
+    waiter.start()
+    cp._shared.durable.mark("t1", cid, written=False)  # what a refused put records (_put_failed)
+    waiter.join(30)
+    assert answers == [False]
+    cp.close()
