@@ -118,6 +118,68 @@ def config(thread: str, agent: str | None = None, **extra: Any) -> dict[str, Any
     return {"configurable": conf}
 
 
+# --- the reference for conformance: a bare saver able to answer async calls -------------------
+
+_CAPABILITIES = (
+    ("get_tuple", "aget_tuple"),
+    ("list", "alist"),
+    ("put", "aput"),
+    ("put_writes", "aput_writes"),
+    ("delete_thread", "adelete_thread"),
+    ("delete_for_runs", "adelete_for_runs"),
+    ("copy_thread", "acopy_thread"),
+    ("prune", "aprune"),
+)
+SYNC_ONLY = ("SqliteSaver", "PostgresSaver")
+
+
+def threaded(inner: Any) -> Any:
+    """``inner`` itself if it serves async calls; for LangGraph's sync-only savers, a thin
+    adapter running each method the saver implements in a thread (and nothing else), so the
+    async-only conformance kit can measure what the bare saver does."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    if type(inner).__name__ not in SYNC_ONLY:
+        return inner
+    attrs: dict[str, Any] = {}
+    for sync, async_ in _CAPABILITIES:
+        if getattr(type(inner), sync) is getattr(BaseCheckpointSaver, sync):
+            continue  # not implemented by the saver: not by the reference either
+        attrs[sync] = _forward(sync)
+        attrs[async_] = _forward_async(sync) if sync != "list" else _forward_alist()
+    attrs["get_next_version"] = _forward("get_next_version")
+    cls = type(f"Threaded{type(inner).__name__}", (BaseCheckpointSaver,), attrs)
+    ref = cls(serde=inner.serde)
+    ref.inner = inner
+    return ref
+
+
+def _forward(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.inner, name)(*args, **kwargs)
+
+    return method
+
+
+def _forward_async(name: str) -> Any:
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        import asyncio
+
+        return await asyncio.to_thread(getattr(self.inner, name), *args, **kwargs)
+
+    return method
+
+
+def _forward_alist() -> Any:
+    async def alist(self: Any, *args: Any, **kwargs: Any) -> Any:
+        import asyncio
+
+        for item in await asyncio.to_thread(lambda: list(self.inner.list(*args, **kwargs))):
+            yield item
+
+    return alist
+
+
 # --- logs, gates, history --------------------------------------------------------------------
 
 
