@@ -23,11 +23,26 @@ class DurableLog:
         self._done: OrderedDict[tuple[str, str], bool] = OrderedDict()
         self._capacity = capacity
         self._cond = threading.Condition()
+        # Checkpoints whose put this process has begun and not yet marked.
+        self._writing: set[tuple[str, str]] = set()
+
+    def begin(self, thread_id: str, checkpoint_id: str) -> None:
+        """Record that this process is about to write this checkpoint (``mark`` ends it)."""
+        with self._cond:
+            if len(self._writing) < self._capacity:
+                self._writing.add((thread_id, checkpoint_id))
+
+    def writing(self, thread_id: str, checkpoint_id: str) -> bool:
+        """Whether this process's put of that checkpoint is under way: a waiter then needs no
+        database read (the put is the only way it lands, and ``mark`` will wake the waiter)."""
+        with self._cond:
+            return (thread_id, checkpoint_id) in self._writing
 
     def mark(self, thread_id: str, checkpoint_id: str, written: bool = True) -> None:
         """Record that the put of this checkpoint returned (or failed: ``written=False``)."""
         with self._cond:
             self._done[(thread_id, checkpoint_id)] = written
+            self._writing.discard((thread_id, checkpoint_id))
             if len(self._done) > self._capacity:
                 self._done.popitem(last=False)
             self._cond.notify_all()

@@ -502,6 +502,7 @@ class RecallCheckpointer(BaseCheckpointSaver):
         """Write a checkpoint stamped with the lease epoch; ``LeaseLost`` if fenced out."""
         md, agent_id, own = self._before_put(config, metadata)
         fault_point("before_put")
+        self._shared.durable.begin(str(thread_id_of(config)), checkpoint["id"])
         try:
             stored = self.inner.put(config, checkpoint, md, new_versions)
         except BaseException as exc:
@@ -528,6 +529,7 @@ class RecallCheckpointer(BaseCheckpointSaver):
         else:
             md, agent_id, own = await asyncio.to_thread(self._before_put, config, metadata)
         fault_point("before_put")
+        self._shared.durable.begin(str(thread_id_of(config)), checkpoint["id"])
         try:
             stored = await self._acall("put", config, checkpoint, md, new_versions)
         except BaseException as exc:
@@ -655,7 +657,12 @@ class RecallCheckpointer(BaseCheckpointSaver):
         """
         thread_id = str(thread_id_of(config))
         durable = self._shared.durable
-        if durable.seen(thread_id, checkpoint_id) or self._written(thread_id, checkpoint_id):
+        # A checkpoint this process is writing right now needs no saver read: the read would
+        # queue behind that very put on the saver's lock, and the put's end wakes us anyway.
+        if durable.seen(thread_id, checkpoint_id) or (
+            not durable.writing(thread_id, checkpoint_id)
+            and self._written(thread_id, checkpoint_id)
+        ):
             return True
         if _durability(config) == "exit":
             return False
@@ -669,7 +676,10 @@ class RecallCheckpointer(BaseCheckpointSaver):
         """Async ``wait_durable``."""
         thread_id = str(thread_id_of(config))
         durable = self._shared.durable
-        if durable.seen(thread_id, checkpoint_id) or await self._awritten(thread_id, checkpoint_id):
+        if durable.seen(thread_id, checkpoint_id) or (
+            not durable.writing(thread_id, checkpoint_id)
+            and await self._awritten(thread_id, checkpoint_id)
+        ):
             return True
         if _durability(config) == "exit":
             return False
