@@ -616,21 +616,27 @@ def claim_first_pg(
     idempotency_key: str,
     thread_id: str | None,
     epoch: int | None,
-) -> Claim | None:
-    """PostgreSQL: the first attempt of an action claimed in ONE statement (one round trip).
+) -> tuple[Claim | None, Action | None]:
+    """PostgreSQL: read the action's latest attempt and, if it has none, claim attempt 1, in
+    ONE statement (one round trip, for a new call and for a repeat alike).
 
-    Run outside a transaction it commits on its own, so the intent is durable when it returns.
-    The agent upsert, the sequence number, the intent and the open row are data-modifying parts
-    of one statement: all or nothing. Returns None when attempt 1 already exists (a race with
-    another claimer, or a later attempt is due): the caller then takes the general path, where
-    the primary key settles it as before. A sequence number spent on a conflict leaves a gap,
-    which only orders, never counts.
+    Returns (the claim, None) when attempt 1 was inserted; else (None, the latest attempt as the
+    statement saw it, or None). Run outside a transaction the statement commits on its own, so
+    the intent is durable when it returns. The agent upsert, the sequence number, the intent and
+    the open row are data-modifying parts of the one statement: all or nothing; none of them
+    runs when an attempt already exists. When a concurrent claimer inserted attempt 1 first,
+    the insert does nothing and the statement's snapshot shows no attempt: (None, None), and
+    the caller takes the general path, where the primary key settles it as before.
     """
     _check_agent_id(agent_id)
     args_type, args_data = dumps_typed(args)
     row = tx.one(
-        "WITH ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
-        "revision_seq, action_seq) VALUES (?, {now}, {now}, 0, 0, 1) ON CONFLICT (agent_id) DO "
+        f"WITH prev AS (SELECT {_ACTION_COLS} FROM recall_actions a LEFT JOIN recall_action_ends e "
+        "ON e.action_id = a.action_id AND e.attempt = a.attempt WHERE a.action_id = ? "
+        "ORDER BY a.attempt DESC LIMIT 1), "
+        "ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
+        "revision_seq, action_seq) SELECT ?, {now}, {now}, 0, 0, 1 "
+        "WHERE NOT EXISTS (SELECT 1 FROM prev) ON CONFLICT (agent_id) DO "
         "UPDATE SET last_activity = excluded.last_activity, "
         "action_seq = recall_agents.action_seq + 1 RETURNING action_seq), "
         "ins AS (INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, "
@@ -640,8 +646,10 @@ def claim_first_pg(
         "op AS (INSERT INTO recall_open_actions (action_id, attempt, agent_id) "
         "SELECT action_id, 1, agent_id FROM ins "
         "ON CONFLICT (action_id) DO UPDATE SET attempt = excluded.attempt) "
-        "SELECT created_at FROM ins",
+        "SELECT (SELECT created_at FROM ins), prev.* FROM (SELECT 1) AS one "
+        "LEFT JOIN prev ON TRUE",
         (
+            action_id,
             agent_id,
             action_id,
             agent_id,
@@ -655,8 +663,9 @@ def claim_first_pg(
             epoch,
         ),
     )
-    if row is None:
-        return None
+    assert row is not None
+    if row[0] is None:
+        return None, (_action(row[1:]) if row[1] is not None else None)
     action = Action(
         action_id=action_id,
         agent_id=agent_id,
@@ -670,7 +679,7 @@ def claim_first_pg(
         created_at=float(row[0]),
         thread_id=thread_id,
     )
-    return Claim("claimed", action)
+    return Claim("claimed", action), None
 
 
 END_OUTCOMES = ("done", "failed", "abandoned", "not_done")

@@ -465,17 +465,12 @@ class RecallStore(BaseStore):
         # open one can only become finished: either answer stays true, so the repeat lookup of
         # a resume needs no lock. A new attempt is inserted under the write lock, where the
         # primary key settles any race with claimers that read the same state.
-        with self._db.tx() as tx:
-            prev = _records.latest_action(tx, action_id)
-        settled = _records.settled_claim(prev, action_id, args_digest)
-        if settled is not None:
-            return settled
-        if prev is None and self._db.dialect == "postgres":
-            # A first attempt on PostgreSQL: one autocommitted statement instead of BEGIN, four
-            # statements and COMMIT (six round trips). On a race it answers None and the
-            # general path below settles it on the primary key, as before.
+        prev: Action | None = None
+        if self._db.dialect == "postgres":
+            # PostgreSQL: the read and a first attempt's claim are one autocommitted statement
+            # (one round trip instead of a read, then BEGIN, four statements and COMMIT).
             with self._db.tx() as tx:
-                first = _records.claim_first_pg(
+                first, prev = _records.claim_first_pg(
                     tx,
                     agent_id=agent_id,
                     action_id=action_id,
@@ -489,11 +484,12 @@ class RecallStore(BaseStore):
                 )
             if first is not None:
                 return first
+        if prev is None:  # SQLite; or PostgreSQL lost a race for attempt 1: read it now
             with self._db.tx() as tx:
                 prev = _records.latest_action(tx, action_id)
-            settled = _records.settled_claim(prev, action_id, args_digest)
-            if settled is not None:
-                return settled
+        settled = _records.settled_claim(prev, action_id, args_digest)
+        if settled is not None:
+            return settled
         with self._db.tx(write=True) as tx:
             return _records.insert_attempt(
                 tx,
