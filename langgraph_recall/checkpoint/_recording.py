@@ -39,10 +39,18 @@ if TYPE_CHECKING:
 
 
 def messages_in(value: Any) -> list[BaseMessage] | None:
-    """The channel value as a list of messages, or None if it is not one."""
-    if not isinstance(value, list) or not all(isinstance(m, BaseMessage) for m in value):
-        return None
-    return value
+    """The channel value if it is a list ending in a message (None otherwise).
+
+    Only the end is checked, so each checkpoint costs O(1) here, not O(history); whatever is
+    recorded is type-checked among the new messages only (``MessageCursor``).
+    """
+    if isinstance(value, list) and (not value or isinstance(value[-1], BaseMessage)):
+        return value
+    return None
+
+
+def only_messages(values: Sequence[Any]) -> list[BaseMessage]:
+    return [m for m in values if isinstance(m, BaseMessage)]
 
 
 class MessageCursor:
@@ -51,7 +59,7 @@ class MessageCursor:
     __slots__ = ("_count", "_ids", "_last")
 
     def __init__(self, restored: Sequence[BaseMessage]) -> None:
-        self._ids: set[str] = {m.id for m in restored if m.id}
+        self._ids: set[str] = {m.id for m in only_messages(restored) if m.id}
         self._count = len(restored)
         self._last: BaseMessage | None = restored[-1] if restored else None
 
@@ -64,18 +72,19 @@ class MessageCursor:
             candidates = list(messages[n:])
         else:
             candidates = list(messages)  # rewritten list: compare by id below
-        fresh = [m for m in candidates if not (m.id and m.id in self._ids)]
+        fresh = [m for m in only_messages(candidates) if not (m.id and m.id in self._ids)]
         self._ids.update(m.id for m in fresh if m.id)
         self._count = len(messages)
         self._last = messages[-1] if messages else None
         return fresh
 
 
-def _same(a: BaseMessage, b: BaseMessage | None) -> bool:
+def _same(a: Any, b: Any) -> bool:
     if b is None:
         return False
-    if a.id or b.id:
-        return a.id == b.id
+    a_id, b_id = getattr(a, "id", None), getattr(b, "id", None)
+    if a_id or b_id:
+        return a_id == b_id
     return a is b
 
 
@@ -95,6 +104,7 @@ def catch_up(
     store: RecallStore, agent_id: str, thread_id: str | None, restored: Sequence[BaseMessage]
 ) -> int:
     """Record what a crash left unrecorded in ``restored``; returns how many were new."""
+    restored = only_messages(restored)
     if not restored:
         return 0
     newest = store.turns(agent_id, last=1)
@@ -109,7 +119,7 @@ def catch_up(
     return store.record(agent_id, list(restored), thread_id=thread_id)
 
 
-LINGER = 0.25
+LINGER = 0.0
 """Seconds the recorder gathers messages before writing, unless flushed or ``MAX_BATCH`` full."""
 MAX_BATCH = 64
 """Messages that make the recorder write without lingering further."""

@@ -83,6 +83,9 @@ class _Shared:
         self.durable = DurableLog()
         self.runs: dict[int, Run] = {}  # by run key
         self.by_agent: dict[str, Run] = {}  # the one run per agent the lease keeper allows
+        # agent -> (thread, lease epoch) of this process's last run of it: while the epoch is
+        # unchanged no other process ran the agent since, so its thread marker needs no I/O.
+        self.last_thread: dict[str, tuple[str, int]] = {}
         self.lock = threading.Lock()
         self.sync_only: set[str] = set()  # async methods of the inner saver that raise
         self.warned_no_loop = False
@@ -255,7 +258,7 @@ class RecallCheckpointer(BaseCheckpointSaver):
                 )
                 if duplicate is not None:
                     raise duplicate
-            self._catch_up_previous_thread(agent_id, thread_id)
+            self._catch_up_previous_thread(agent_id, thread_id, lease.epoch)
         except BaseException:
             shared.keeper.release(agent_id)
             raise
@@ -277,10 +280,14 @@ class RecallCheckpointer(BaseCheckpointSaver):
             )
         return run
 
-    def _catch_up_previous_thread(self, agent_id: str, thread_id: str) -> None:
+    def _catch_up_previous_thread(self, agent_id: str, thread_id: str, epoch: int) -> None:
         """The agent moves to another thread: the thread it ran on before may hold messages a
         crash left unrecorded there. Queue them before this run's own."""
+        last = self._shared.last_thread
+        if last.get(agent_id) == (thread_id, epoch):
+            return  # our own last run of it, same thread, and nobody else's in between
         previous = switch_thread(self.store, agent_id, thread_id)
+        last[agent_id] = (thread_id, epoch)
         if previous is None:
             return
         saved = self.inner.get_tuple({"configurable": {"thread_id": previous, "checkpoint_ns": ""}})
