@@ -120,7 +120,13 @@ def catch_up(
 
 
 LINGER = 0.0
-"""Seconds the recorder gathers messages before writing, unless flushed or ``MAX_BATCH`` full."""
+"""Seconds the recorder gathers messages before writing, unless flushed or ``MAX_BATCH`` full.
+
+Zero: messages that arrive while a write is in flight are still batched, but nothing waits on
+purpose. A linger loses nothing on the same thread (the catch-up at the next run start records
+it), but a crash during it leaves those turns out of the records until that thread runs again,
+so a new thread for the same agent would resume from a briefing missing its latest turns
+(``tests/test_briefing_resume.py`` fails with 0.25 s)."""
 MAX_BATCH = 64
 """Messages that make the recorder write without lingering further."""
 
