@@ -145,3 +145,31 @@ def test_crash_between_steps_then_resume_records_each_message_once(
         assert recorded_ids(store, "agent-1") == head_ids(inner, "t1") + head_ids(inner, "t2")
     ids = recorded_ids(store, "agent-1")
     assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("next_run_on", ["same thread", "new thread"])
+def test_unrecorded_turns_are_recorded_before_the_next_runs_first_node(
+    store: RecallStore, inner: Any, next_run_on: str
+) -> None:
+    # Checkpoints written but never recorded, as a crash between the two leaves them: here by
+    # running the agent once through the bare saver, after the store noted its thread.
+    from langgraph_recall.checkpoint._recording import switch_thread
+
+    switch_thread(store, "agent-1", "t1")
+    step_graph().compile(checkpointer=inner).invoke(
+        turn_input("before", 2), config("t1", "agent-1")
+    )
+    assert recorded_ids(store, "agent-1") == []
+    unrecorded = head_ids(inner, "t1")
+    seen_first: list[list[str]] = []
+
+    def first_node_reads_records(k: int, cfg: Any) -> None:
+        if not seen_first:
+            seen_first.append(recorded_ids(store, "agent-1"))  # what a briefing would read
+
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph(on_step=first_node_reads_records).compile(checkpointer=cp, store=store)
+    thread = "t1" if next_run_on == "same thread" else "t2"
+    graph.invoke(turn_input("after", 1), config(thread, "agent-1"))
+    assert seen_first == [unrecorded]
+    cp.close()

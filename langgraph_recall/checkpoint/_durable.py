@@ -10,9 +10,15 @@ written by another process, are found in the saver itself.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+
+from .._context import configurable, thread_id_of
 
 
 class DurableLog:
@@ -63,3 +69,76 @@ class DurableLog:
                     return False
                 self._cond.wait(left)
             return self._done[key]
+
+
+class DurabilityBarrier:
+    """``wait_durable`` / ``await_durable``: RecallCheckpointer's barrier for tool nodes."""
+
+    if TYPE_CHECKING:
+        inner: Any
+        _shared: Any
+
+        async def _acall(self, name: str, *args: Any, **kwargs: Any) -> Any: ...
+
+    def wait_durable(
+        self, config: RunnableConfig, checkpoint_id: str, timeout: float = 30.0
+    ) -> bool:
+        """Block until the root checkpoint ``checkpoint_id`` of the config's thread is written.
+
+        True as soon as this process's ``put`` of it has returned, or if the saver already has
+        it (written earlier or by another process); False after ``timeout`` seconds, or at once
+        if its write was refused (the run lost its lease). Under ``durability="exit"`` nothing
+        is written before the run ends: False at once unless it already exists.
+        """
+        thread_id = str(thread_id_of(config))
+        durable: DurableLog = self._shared.durable
+        # A checkpoint this process is writing right now needs no saver read: the read would
+        # queue behind that very put on the saver's lock, and the put's end wakes us anyway.
+        if durable.seen(thread_id, checkpoint_id) or (
+            not durable.writing(thread_id, checkpoint_id)
+            and self._written(thread_id, checkpoint_id)
+        ):
+            return True
+        if _durability(config) == "exit":
+            return False
+        return durable.wait(thread_id, checkpoint_id, timeout) or self._written(
+            thread_id, checkpoint_id
+        )
+
+    async def await_durable(
+        self, config: RunnableConfig, checkpoint_id: str, timeout: float = 30.0
+    ) -> bool:
+        """Async ``wait_durable``."""
+        thread_id = str(thread_id_of(config))
+        durable: DurableLog = self._shared.durable
+        if durable.seen(thread_id, checkpoint_id) or (
+            not durable.writing(thread_id, checkpoint_id)
+            and await self._awritten(thread_id, checkpoint_id)
+        ):
+            return True
+        if _durability(config) == "exit":
+            return False
+        if await asyncio.to_thread(durable.wait, thread_id, checkpoint_id, timeout):
+            return True
+        return await self._awritten(thread_id, checkpoint_id)
+
+    def _written(self, thread_id: str, checkpoint_id: str) -> bool:
+        return self.inner.get_tuple(_checkpoint_config(thread_id, checkpoint_id)) is not None
+
+    async def _awritten(self, thread_id: str, checkpoint_id: str) -> bool:
+        config = _checkpoint_config(thread_id, checkpoint_id)
+        return await self._acall("get_tuple", config) is not None
+
+
+def _checkpoint_config(thread_id: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": "",
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def _durability(config: RunnableConfig) -> str | None:
+    return configurable(config).get("__pregel_durability")

@@ -10,14 +10,16 @@ also checkpoint. Three pieces:
   it compare ids over the whole list, still without touching the database.
 - ``Recorder`` writes them from one background thread, in order, so the checkpoint path pays a
   queue append, not a transaction. It coalesces: after the first message of a batch it lingers
-  (``LINGER`` seconds, or until ``MAX_BATCH`` messages or a flush), so a run writes one
-  transaction per quarter second instead of one per checkpoint (each was a write transaction
-  contending with the saver's and the tools' for the database). A run's end (also when it
-  pauses at an interrupt) flushes it before the lease is released, so when ``invoke`` returns
-  every message is recorded; meanwhile other processes see turns up to ``LINGER`` late.
-- ``catch_up`` runs once at each run start, against the restored checkpoint: messages a crash
-  left unrecorded (checkpointed, then killed before the recorder wrote them) are recorded then,
-  once, in order. It reads the agent's newest recorded turn and records only what follows it.
+  (``LINGER``, 50 ms, or until ``MAX_BATCH`` messages or a flush), so a fast loop writes one
+  transaction for many checkpoints instead of one each (each competes with the saver's writes
+  and, in this process, for the GIL). A run's end (also when it pauses at an interrupt) flushes
+  it before the lease is released, so when ``invoke`` returns every message is recorded.
+- ``catch_up`` runs at each run start, against the restored checkpoint and, when the agent
+  changed threads, against the head of the thread it ran on before (``switch_thread``):
+  messages a crash left unrecorded (checkpointed, then killed before the recorder wrote them)
+  are recorded then, once, in order, and before the run's first node (``RunLifecycle.settle``),
+  so a briefing built by that node already has them. It reads the agent's newest recorded turn
+  and records only what follows it.
 """
 
 from __future__ import annotations
@@ -119,14 +121,13 @@ def catch_up(
     return store.record(agent_id, list(restored), thread_id=thread_id)
 
 
-LINGER = 0.0
-"""Seconds the recorder gathers messages before writing, unless flushed or ``MAX_BATCH`` full.
-
-Zero: messages that arrive while a write is in flight are still batched, but nothing waits on
-purpose. A linger loses nothing on the same thread (the catch-up at the next run start records
-it), but a crash during it leaves those turns out of the records until that thread runs again,
-so a new thread for the same agent would resume from a briefing missing its latest turns
-(``tests/test_briefing_resume.py`` fails with 0.25 s)."""
+LINGER = 0.05
+"""Seconds the recorder gathers a run's messages before writing, unless flushed or ``MAX_BATCH``
+full: a fast loop's checkpoints share one write instead of one transaction each, and a real
+agent's steps (seconds apart) are still recorded within this delay. Nothing can be lost to it:
+a crash while lingering leaves the messages in the checkpoints, and the next run of the agent,
+on this thread or another, records them before its first node runs (``RunLifecycle.settle``),
+so a briefing built there already has them."""
 MAX_BATCH = 64
 """Messages that make the recorder write without lingering further."""
 

@@ -1,4 +1,4 @@
-"""Knowing when a run starts and ends, from inside a checkpointer.
+"""Knowing when a run starts and ends, from inside a checkpointer, and what happens then.
 
 LangGraph tells a saver nothing about runs. It does call ``get_tuple`` exactly once at the start
 of every root run, on the caller's thread, from ``PregelLoop.__enter__``/``__aenter__``, with
@@ -17,16 +17,30 @@ never unwinds; a ``weakref.finalize`` on the loop ends the run when the loop is 
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import threading
+import warnings
+import weakref
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 
-from .._context import CONFIG_KEY_RUNTIME, configurable
-from ._lease import HeldLease
-from ._recording import MessageCursor
+from .._context import CONFIG_KEY_RUNTIME, agent_id_of, configurable, thread_id_of
+from .._errors import LeaseLost
+from ._faults import fault_point
+from ._lease import HeldLease, LeaseKeeper
+from ._recording import MessageCursor, Recorder, messages_in, switch_thread
+from ._turns import claim_turn, is_new_input, turn_id_of
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from ..store import RecallStore
 
 try:  # pragma: no cover - private module; its location differs across langgraph versions
     from langgraph.pregel._loop import PregelLoop as _PregelLoop
@@ -77,3 +91,164 @@ class Run:
 
     def restored(self, messages: list[BaseMessage] | None) -> None:
         self.cursor = MessageCursor(messages or ())
+
+
+class RunLifecycle:
+    """Starts and ends the root runs of one RecallCheckpointer (and its allowlist copies)."""
+
+    def __init__(
+        self,
+        *,
+        store: RecallStore,
+        inner: BaseCheckpointSaver,
+        keeper: LeaseKeeper,
+        recorder: Recorder,
+        messages_key: str,
+    ) -> None:
+        self.store = store
+        self.inner = inner  # any copy's inner saver reads the same checkpoints
+        self.keeper = keeper
+        self.recorder = recorder
+        self.messages_key = messages_key
+        self.lock = threading.Lock()
+        self.runs: dict[int, Run] = {}  # by run key
+        self.by_agent: dict[str, Run] = {}  # the one run per agent the lease keeper allows
+        # agent -> (thread, lease epoch) of this process's last run of it: while the epoch is
+        # unchanged no other process ran the agent since, so its thread marker needs no I/O.
+        self.last_thread: dict[str, tuple[str, int]] = {}
+        self.warned_no_loop = False
+
+    def run_of(self, agent_id: str) -> Run | None:
+        return self.by_agent.get(agent_id)
+
+    def begin(self, config: RunnableConfig, loop: Any) -> Run | None:
+        """Take the lease and refuse a resubmitted turn. None if this run already began."""
+        key = run_key(config)
+        assert key is not None
+        with self.lock:
+            if key in self.runs:  # a second root get_tuple of the same run
+                return None
+        conf = configurable(config)
+        runtime = conf[CONFIG_KEY_RUNTIME]
+        agent_id, thread_id = agent_id_of(config), str(thread_id_of(config))
+        control = loop.control if loop is not None else getattr(runtime, "control", None)
+        lease = self.keeper.acquire(agent_id, control)
+        try:
+            turn_id = turn_id_of(config)
+            if turn_id and loop is not None and is_new_input(loop.input):
+                duplicate = claim_turn(
+                    self.store, self.inner, agent_id=agent_id, thread_id=thread_id, turn_id=turn_id
+                )
+                if duplicate is not None:
+                    raise duplicate
+            self._catch_up_previous_thread(agent_id, thread_id, lease.epoch)
+        except BaseException:
+            self.keeper.release(agent_id)
+            raise
+        run = Run(
+            key, agent_id, thread_id, lease, runtime, branched=bool(conf.get("checkpoint_id"))
+        )
+        with self.lock:
+            self.runs[key] = run
+            self.by_agent[agent_id] = run
+        if loop is not None:
+            run.finalizer = weakref.finalize(loop, self._orphaned, key)
+        elif not self.warned_no_loop:
+            self.warned_no_loop = True
+            warnings.warn(
+                "RecallCheckpointer could not find this LangGraph version's run loop: leases "
+                "are released only by RecallCheckpointer.invoke()/ainvoke() or on expiry",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        return run
+
+    def _catch_up_previous_thread(self, agent_id: str, thread_id: str, epoch: int) -> None:
+        """The agent moves to another thread: the thread it ran on before may hold messages a
+        crash left unrecorded there. Queue them before this run's own."""
+        if self.last_thread.get(agent_id) == (thread_id, epoch):
+            return  # our own last run of it, same thread, and nobody else's in between
+        previous = switch_thread(self.store, agent_id, thread_id)
+        self.last_thread[agent_id] = (thread_id, epoch)
+        if previous is None:
+            return
+        saved = self.inner.get_tuple({"configurable": {"thread_id": previous, "checkpoint_ns": ""}})
+        if saved is not None:
+            messages = messages_in(saved.checkpoint["channel_values"].get(self.messages_key))
+            if messages:
+                self.recorder.submit(agent_id, previous, messages, catch_up=True)
+
+    def restored(self, run: Run, saved: CheckpointTuple | None) -> None:
+        """The run loaded ``saved``: its messages are history, never recorded by this run."""
+        values = saved.checkpoint["channel_values"] if saved else {}
+        messages = messages_in(values.get(self.messages_key))
+        run.restored(messages)
+        if messages:
+            # A crash may have left some of these checkpointed but unrecorded.
+            self.recorder.submit(run.agent_id, run.thread_id, messages, catch_up=True)
+
+    def settle(self, run: Run) -> None:
+        """Wait for the catch-up queued at this run's start (a crashed predecessor's unrecorded
+        turns, on this thread or the agent's previous one): the run's first node, and any
+        briefing it builds, then reads complete records."""
+        self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))
+
+    async def asettle(self, run: Run) -> None:
+        await asyncio.to_thread(self.settle, run)
+
+    def end(self, run: Run) -> None:
+        """The run's loop exited (every write done): record, release, report a lost lease."""
+        with self.lock:
+            if run.ended:
+                return
+            run.ended = True
+            self.runs.pop(run.key, None)
+            if self.by_agent.get(run.agent_id) is run:
+                del self.by_agent[run.agent_id]
+        if run.finalizer is not None:
+            run.finalizer.detach()
+        try:
+            fault_point("before_release")
+            # Recorded before the lease goes: the next holder's turns must come after these.
+            self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))
+        finally:
+            lost = self.keeper.release(run.agent_id)
+        if lost is not None:
+            raise lost
+
+    async def aend(self, run: Run) -> None:
+        await asyncio.to_thread(self.end, run)
+
+    def end_at_exit(self, loop: Any, run: Run) -> None:
+        """Arrange for ``end`` when ``loop`` exits (its exit stack is empty at this point, so
+        the callback runs last, after the loop's executor has finished every write)."""
+        if loop is None:
+            return
+        if hasattr(loop.stack, "push_async_callback"):
+            loop.stack.push_async_callback(self.aend, run)
+        else:
+            loop.stack.callback(self.end, run)
+
+    def end_agent(self, agent_id: str) -> None:
+        """End the agent's run if its loop never reported its end (``invoke``'s finally)."""
+        with self.lock:
+            run = self.by_agent.get(agent_id)
+        if run is not None:
+            try:
+                self.end(run)
+            except LeaseLost:
+                pass
+
+    def _orphaned(self, key: int) -> None:
+        """A run's loop was collected without exiting (its __enter__ failed): end the run."""
+        with self.lock:
+            run = self.runs.get(key)
+        if run is not None:
+            # Not on the collecting thread, which may be an event loop: a thread of its own.
+            threading.Thread(target=self._quietly_end, args=(run,), daemon=True).start()
+
+    def _quietly_end(self, run: Run) -> None:
+        try:
+            self.end(run)
+        except Exception:
+            pass

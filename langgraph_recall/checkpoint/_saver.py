@@ -12,20 +12,17 @@ of them it adds the guarantees:
   ``wait_durable`` callers. ``update_state`` writes (no run) take the lease for the one write.
 - ``put_writes`` refuses writes of a run whose lease is lost.
 
-The wrapper exposes exactly the capabilities of the saver it wraps (a method the inner saver
-does not implement, sync or async, stays the base class's ``NotImplementedError``, so
-``langgraph-checkpoint-conformance`` detects the same set), and serves async calls on sync-only
-savers (``SqliteSaver``, ``PostgresSaver``) by running the sync method in a thread, so
-``ainvoke`` and Jupyter's ``await`` work with them.
+The wrapper exposes exactly the capabilities of the saver it wraps (``_capabilities``), and
+serves async calls on sync-only savers (``SqliteSaver``, ``PostgresSaver``) by running the sync
+method in a thread, so ``ainvoke`` and Jupyter's ``await`` work with them. It also carries what
+other parts ask of it: ``wait_durable``/``await_durable`` (``_durable``), ``current_epoch``, and
+the ``invoke``/``ainvoke`` turn helper (``_turns``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import threading
-import warnings
-import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,59 +36,33 @@ from langgraph.checkpoint.base import (
 )
 
 from .._context import CONFIG_KEY_RUNTIME, agent_id_of, configurable, thread_id_of
-from .._errors import LeaseHeld, LeaseLost, RecallError
-from ._durable import DurableLog
+from .._errors import LeaseHeld, RecallError
+from ._capabilities import variant
+from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
 from ._fence import is_fence_error
 from ._lease import LeaseKeeper, new_holder_id
-from ._recording import Recorder, messages_in, switch_thread
-from ._runs import Run, find_loop, run_key
+from ._recording import Recorder, messages_in
+from ._runs import RunLifecycle, find_loop, run_key
 from ._same_db import close_same_database_saver, is_fenced
-from ._turns import claim_turn, is_new_input, replay_config, turn_id_of, unfinished
+from ._turns import TurnHelpers
 
 if TYPE_CHECKING:
     from ..store import RecallStore
-
-# (sync, async) method pairs LangGraph's conformance kit treats as capabilities.
-_CAPABILITIES = (
-    ("get_tuple", "aget_tuple"),
-    ("list", "alist"),
-    ("put", "aput"),
-    ("put_writes", "aput_writes"),
-    ("delete_thread", "adelete_thread"),
-    ("delete_for_runs", "adelete_for_runs"),
-    ("copy_thread", "acopy_thread"),
-    ("prune", "aprune"),
-)
-_VARIANTS: dict[tuple[type, type], type] = {}
-_VARIANTS_LOCK = threading.Lock()
-
-
-def _implements(saver_type: type, sync: str, async_: str) -> bool:
-    return any(
-        getattr(saver_type, name, None) is not getattr(BaseCheckpointSaver, name)
-        for name in (sync, async_)
-    )
 
 
 class _Shared:
     """What every copy of one RecallCheckpointer shares (``with_allowlist`` copies it)."""
 
-    def __init__(self, keeper: LeaseKeeper, recorder: Recorder) -> None:
+    def __init__(self, keeper: LeaseKeeper, recorder: Recorder, runs: RunLifecycle) -> None:
         self.keeper = keeper
         self.recorder = recorder
+        self.runs = runs
         self.durable = DurableLog()
-        self.runs: dict[int, Run] = {}  # by run key
-        self.by_agent: dict[str, Run] = {}  # the one run per agent the lease keeper allows
-        # agent -> (thread, lease epoch) of this process's last run of it: while the epoch is
-        # unchanged no other process ran the agent since, so its thread marker needs no I/O.
-        self.last_thread: dict[str, tuple[str, int]] = {}
-        self.lock = threading.Lock()
         self.sync_only: set[str] = set()  # async methods of the inner saver that raise
-        self.warned_no_loop = False
 
 
-class RecallCheckpointer(BaseCheckpointSaver):
+class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     """Wraps any LangGraph saver so one process acts for an agent at a time, every checkpoint
     is fenced by the lease epoch, each message is recorded once, and no turn runs twice.
 
@@ -120,7 +91,7 @@ class RecallCheckpointer(BaseCheckpointSaver):
     def __new__(cls, inner: Any = None, *args: Any, **kwargs: Any) -> RecallCheckpointer:
         if inner is None:  # copy.copy and pickling call __new__ without arguments
             return super().__new__(cls)
-        return super().__new__(_variant(cls, type(inner)))
+        return super().__new__(variant(cls, type(inner)))
 
     def __init__(
         self,
@@ -149,7 +120,11 @@ class RecallCheckpointer(BaseCheckpointSaver):
         keeper = LeaseKeeper(
             store, holder=holder or new_holder_id(), ttl=lease_ttl, wait=wait, fenced=self.fenced
         )
-        self._shared = _Shared(keeper, Recorder(store))
+        recorder = Recorder(store)
+        runs = RunLifecycle(
+            store=store, inner=inner, keeper=keeper, recorder=recorder, messages_key=messages_key
+        )
+        self._shared = _Shared(keeper, recorder, runs)
 
     @property
     def holder(self) -> str:
@@ -235,154 +210,44 @@ class RecallCheckpointer(BaseCheckpointSaver):
         finally:
             await asyncio.to_thread(self.close)
 
-    # --- runs: start and end ----------------------------------------------------------------
-
-    def _begin_run(self, config: RunnableConfig, loop: Any) -> Run | None:
-        """Take the lease and refuse a resubmitted turn. None if this run already began."""
-        key = run_key(config)
-        assert key is not None
-        shared = self._shared
-        with shared.lock:
-            if key in shared.runs:  # a second root get_tuple of the same run
-                return None
-        conf = configurable(config)
-        runtime = conf[CONFIG_KEY_RUNTIME]
-        agent_id, thread_id = agent_id_of(config), str(thread_id_of(config))
-        control = loop.control if loop is not None else getattr(runtime, "control", None)
-        lease = shared.keeper.acquire(agent_id, control)
-        try:
-            turn_id = turn_id_of(config)
-            if turn_id and loop is not None and is_new_input(loop.input):
-                duplicate = claim_turn(
-                    self.store, self.inner, agent_id=agent_id, thread_id=thread_id, turn_id=turn_id
-                )
-                if duplicate is not None:
-                    raise duplicate
-            self._catch_up_previous_thread(agent_id, thread_id, lease.epoch)
-        except BaseException:
-            shared.keeper.release(agent_id)
-            raise
-        run = Run(
-            key, agent_id, thread_id, lease, runtime, branched=bool(conf.get("checkpoint_id"))
-        )
-        with shared.lock:
-            shared.runs[key] = run
-            shared.by_agent[agent_id] = run
-        if loop is not None:
-            run.finalizer = weakref.finalize(loop, _orphaned, weakref.ref(self), key)
-        elif not shared.warned_no_loop:
-            shared.warned_no_loop = True
-            warnings.warn(
-                "RecallCheckpointer could not find this LangGraph version's run loop: leases "
-                "are released only by RecallCheckpointer.invoke()/ainvoke() or on expiry",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        return run
-
-    def _catch_up_previous_thread(self, agent_id: str, thread_id: str, epoch: int) -> None:
-        """The agent moves to another thread: the thread it ran on before may hold messages a
-        crash left unrecorded there. Queue them before this run's own."""
-        last = self._shared.last_thread
-        if last.get(agent_id) == (thread_id, epoch):
-            return  # our own last run of it, same thread, and nobody else's in between
-        previous = switch_thread(self.store, agent_id, thread_id)
-        last[agent_id] = (thread_id, epoch)
-        if previous is None:
-            return
-        saved = self.inner.get_tuple({"configurable": {"thread_id": previous, "checkpoint_ns": ""}})
-        if saved is not None:
-            values = saved.checkpoint["channel_values"]
-            messages = messages_in(values.get(self.messages_key))
-            if messages:
-                self._shared.recorder.submit(agent_id, previous, messages, catch_up=True)
-
-    def _restored(self, run: Run, saved: CheckpointTuple | None) -> None:
-        messages = (
-            messages_in(saved.checkpoint["channel_values"].get(self.messages_key))
-            if saved
-            else None
-        )
-        run.restored(messages)
-        if messages:
-            # A crash may have left some of these checkpointed but unrecorded.
-            self._shared.recorder.submit(run.agent_id, run.thread_id, messages, catch_up=True)
-
-    def _end_run(self, run: Run) -> None:
-        """The run's loop exited (every write done): record, release, report a lost lease."""
-        shared = self._shared
-        with shared.lock:
-            if run.ended:
-                return
-            run.ended = True
-            shared.runs.pop(run.key, None)
-            if shared.by_agent.get(run.agent_id) is run:
-                del shared.by_agent[run.agent_id]
-        if run.finalizer is not None:
-            run.finalizer.detach()
-        try:
-            fault_point("before_release")
-            shared.recorder.flush(run.agent_id, timeout=max(30.0, self.lease_ttl))
-        finally:
-            lost = shared.keeper.release(run.agent_id)
-        if lost is not None:
-            raise lost
-
-    async def _aend_run(self, run: Run) -> None:
-        await asyncio.to_thread(self._end_run, run)
-
-    def _register_end(self, loop: Any, run: Run) -> None:
-        if loop is None:
-            return
-        if hasattr(loop.stack, "push_async_callback"):
-            loop.stack.push_async_callback(self._aend_run, run)
-        else:
-            loop.stack.callback(self._end_run, run)
-
-    def _end_agent_runs(self, agent_id: str) -> None:
-        """End runs of ``agent_id`` whose loop never reported its end (used by ``invoke``)."""
-        with self._shared.lock:
-            run = self._shared.by_agent.get(agent_id)
-        if run is not None:
-            try:
-                self._end_run(run)
-            except LeaseLost:
-                pass
-
     # --- reads ----------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The inner saver's ``get_tuple``; at a root run's start, takes the lease first."""
         if run_key(config) is None:
             return self.inner.get_tuple(config)
+        runs = self._shared.runs
         loop = find_loop(config)
-        run = self._begin_run(config, loop)
+        run = runs.begin(config, loop)
         if run is None:
             return self.inner.get_tuple(config)
         try:
             saved = self.inner.get_tuple(config)
-            self._restored(run, saved)
+            runs.restored(run, saved)
+            runs.settle(run)
         except BaseException:
-            self._end_run(run)
+            runs.end(run)
             raise
-        self._register_end(loop, run)
+        runs.end_at_exit(loop, run)
         return saved
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``."""
         if run_key(config) is None:
             return await self._acall("get_tuple", config)
+        runs = self._shared.runs
         loop = find_loop(config)  # before any await: the frame chain is the caller's now
-        run = await asyncio.to_thread(self._begin_run, config, loop)
+        run = await asyncio.to_thread(runs.begin, config, loop)
         if run is None:
             return await self._acall("get_tuple", config)
         try:
             saved = await self._acall("get_tuple", config)
-            self._restored(run, saved)
+            runs.restored(run, saved)
+            await runs.asettle(run)
         except BaseException:
-            await self._aend_run(run)
+            await runs.aend(run)
             raise
-        self._register_end(loop, run)
+        runs.end_at_exit(loop, run)
         return saved
 
     def list(
@@ -435,7 +300,7 @@ class RecallCheckpointer(BaseCheckpointSaver):
             if keeper.held(agent_id) is None:
                 return metadata, None, False  # a run that took no lease (nested foreign graph)
             epoch = keeper.check_write(agent_id)
-            run = self._shared.by_agent.get(agent_id)
+            run = self._shared.runs.run_of(agent_id)
             branched = run is not None and run.branched
             return _stamped(metadata, agent_id, epoch, branched), agent_id, False
         elif metadata.get("source") in ("update", "fork"):
@@ -488,7 +353,7 @@ class RecallCheckpointer(BaseCheckpointSaver):
                 if own_lease:
                     shared.recorder.submit(agent_id, thread_id, messages, catch_up=True)
                 else:
-                    run = shared.by_agent.get(agent_id)
+                    run = shared.runs.run_of(agent_id)
                     if run is not None:
                         shared.recorder.submit(
                             agent_id, thread_id, run.cursor.new_messages(messages)
@@ -652,95 +517,6 @@ class RecallCheckpointer(BaseCheckpointSaver):
             raise held.lost
         return held.epoch
 
-    def wait_durable(
-        self, config: RunnableConfig, checkpoint_id: str, timeout: float = 30.0
-    ) -> bool:
-        """Block until the root checkpoint ``checkpoint_id`` of the config's thread is written.
-
-        True as soon as this process's ``put`` of it has returned, or if the saver already has
-        it (written earlier or by another process); False after ``timeout`` seconds. Under
-        ``durability="exit"`` nothing is written before the run ends: False at once unless it
-        already exists.
-        """
-        thread_id = str(thread_id_of(config))
-        durable = self._shared.durable
-        # A checkpoint this process is writing right now needs no saver read: the read would
-        # queue behind that very put on the saver's lock, and the put's end wakes us anyway.
-        if durable.seen(thread_id, checkpoint_id) or (
-            not durable.writing(thread_id, checkpoint_id)
-            and self._written(thread_id, checkpoint_id)
-        ):
-            return True
-        if _durability(config) == "exit":
-            return False
-        return durable.wait(thread_id, checkpoint_id, timeout) or self._written(
-            thread_id, checkpoint_id
-        )
-
-    async def await_durable(
-        self, config: RunnableConfig, checkpoint_id: str, timeout: float = 30.0
-    ) -> bool:
-        """Async ``wait_durable``."""
-        thread_id = str(thread_id_of(config))
-        durable = self._shared.durable
-        if durable.seen(thread_id, checkpoint_id) or (
-            not durable.writing(thread_id, checkpoint_id)
-            and await self._awritten(thread_id, checkpoint_id)
-        ):
-            return True
-        if _durability(config) == "exit":
-            return False
-        if await asyncio.to_thread(durable.wait, thread_id, checkpoint_id, timeout):
-            return True
-        return await self._awritten(thread_id, checkpoint_id)
-
-    def _written(self, thread_id: str, checkpoint_id: str) -> bool:
-        return self.inner.get_tuple(_checkpoint_config(thread_id, checkpoint_id)) is not None
-
-    async def _awritten(self, thread_id: str, checkpoint_id: str) -> bool:
-        return (
-            await self._acall("get_tuple", _checkpoint_config(thread_id, checkpoint_id)) is not None
-        )
-
-    # --- the turn helper ----------------------------------------------------------------------
-
-    def invoke(self, graph: Any, input: Any, config: RunnableConfig, **kwargs: Any) -> Any:
-        """``graph.invoke`` that answers a resubmitted turn instead of running it again.
-
-        With ``configurable["turn_id"]`` set and that turn already run for the agent: returns
-        the turn's stored state values if it finished, or resumes it (``invoke(None)``) if it
-        did not. Otherwise, exactly ``graph.invoke(input, config, **kwargs)``.
-        """
-        try:
-            return graph.invoke(input, config, **kwargs)
-        except RecallError as exc:
-            if exc.code != "duplicate_turn":
-                raise
-            details = exc.details
-        finally:
-            self._end_agent_runs(agent_id_of(config))
-        if details["at_head"]:
-            head = replay_config(config, details, at_checkpoint=False)
-            if unfinished(graph.get_state(head)):
-                return self.invoke(graph, None, head, **kwargs)
-        return graph.get_state(replay_config(config, details, at_checkpoint=True)).values
-
-    async def ainvoke(self, graph: Any, input: Any, config: RunnableConfig, **kwargs: Any) -> Any:
-        """Async ``invoke``."""
-        try:
-            return await graph.ainvoke(input, config, **kwargs)
-        except RecallError as exc:
-            if exc.code != "duplicate_turn":
-                raise
-            details = exc.details
-        finally:
-            await asyncio.to_thread(self._end_agent_runs, agent_id_of(config))
-        if details["at_head"]:
-            head = replay_config(config, details, at_checkpoint=False)
-            if unfinished(await graph.aget_state(head)):
-                return await self.ainvoke(graph, None, head, **kwargs)
-        return (await graph.aget_state(replay_config(config, details, at_checkpoint=True))).values
-
 
 def _stamped(
     metadata: CheckpointMetadata, agent_id: str, epoch: int, branched: bool = False
@@ -750,53 +526,3 @@ def _stamped(
     if branched:
         stamped["recall_branch"] = True
     return stamped  # type: ignore[return-value]
-
-
-def _checkpoint_config(thread_id: str, checkpoint_id: str) -> RunnableConfig:
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": "",
-            "checkpoint_id": checkpoint_id,
-        }
-    }
-
-
-def _durability(config: RunnableConfig) -> str | None:
-    return configurable(config).get("__pregel_durability")
-
-
-def _orphaned(ref: weakref.ref[RecallCheckpointer], key: int) -> None:
-    """A run's loop was collected without exiting (its __enter__ failed): end the run."""
-    saver = ref()
-    if saver is None:
-        return
-    with saver._shared.lock:
-        run = saver._shared.runs.get(key)
-    if run is not None:
-        # Not from the collecting thread (it may be an event loop): the renewer-style daemon.
-        threading.Thread(target=_quietly_end, args=(saver, run), daemon=True).start()
-
-
-def _quietly_end(saver: RecallCheckpointer, run: Run) -> None:
-    try:
-        saver._end_run(run)
-    except Exception:
-        pass
-
-
-def _variant(cls: type, inner_type: type) -> type:
-    """``cls`` with the capabilities ``inner_type`` lacks left as the base class's."""
-    key = (cls, inner_type)
-    with _VARIANTS_LOCK:
-        variant = _VARIANTS.get(key)
-        if variant is None:
-            attrs: dict[str, Any] = {"__module__": cls.__module__, "__doc__": cls.__doc__}
-            for sync, async_ in _CAPABILITIES:
-                if not _implements(inner_type, sync, async_):
-                    attrs[sync] = getattr(BaseCheckpointSaver, sync)
-                    attrs[async_] = getattr(BaseCheckpointSaver, async_)
-            variant = type(f"{cls.__name__}[{inner_type.__name__}]", (cls,), attrs)
-            variant.__qualname__ = cls.__qualname__
-            _VARIANTS[key] = variant
-    return variant

@@ -27,11 +27,13 @@ config into every checkpoint's metadata.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from .._context import agent_id_of
 from .._errors import RecallError
 from ..store._records import agent_ns
 
@@ -111,3 +113,50 @@ def unfinished(snapshot: Any) -> bool:
     writes with no next checkpoint yet; ``invoke(None)`` then completes the step.
     """
     return bool(snapshot.next) or bool(snapshot.tasks)
+
+
+class TurnHelpers:
+    """``invoke`` / ``ainvoke``: graph calls that answer a resubmitted turn from the record."""
+
+    if TYPE_CHECKING:
+        _shared: Any
+
+    def invoke(self, graph: Any, input: Any, config: RunnableConfig, **kwargs: Any) -> Any:
+        """``graph.invoke`` that answers a resubmitted turn instead of running it again.
+
+        With ``configurable["turn_id"]`` set and that turn already run for the agent: returns
+        the turn's stored state values if it finished, or resumes it (``invoke(None)``) if it
+        did not (crashed, failed, or waiting at an interrupt). Otherwise, exactly
+        ``graph.invoke(input, config, **kwargs)``.
+
+        Raises: whatever ``graph.invoke`` raises, except ``duplicate_turn``.
+        """
+        try:
+            return graph.invoke(input, config, **kwargs)
+        except RecallError as exc:
+            if exc.code != "duplicate_turn":
+                raise
+            details = exc.details
+        finally:
+            self._shared.runs.end_agent(agent_id_of(config))
+        if details["at_head"]:
+            head = replay_config(config, details, at_checkpoint=False)
+            if unfinished(graph.get_state(head)):
+                return self.invoke(graph, None, head, **kwargs)
+        return graph.get_state(replay_config(config, details, at_checkpoint=True)).values
+
+    async def ainvoke(self, graph: Any, input: Any, config: RunnableConfig, **kwargs: Any) -> Any:
+        """Async ``invoke``."""
+        try:
+            return await graph.ainvoke(input, config, **kwargs)
+        except RecallError as exc:
+            if exc.code != "duplicate_turn":
+                raise
+            details = exc.details
+        finally:
+            await asyncio.to_thread(self._shared.runs.end_agent, agent_id_of(config))
+        if details["at_head"]:
+            head = replay_config(config, details, at_checkpoint=False)
+            if unfinished(await graph.aget_state(head)):
+                return await self.ainvoke(graph, None, head, **kwargs)
+        return (await graph.aget_state(replay_config(config, details, at_checkpoint=True))).values
