@@ -145,9 +145,10 @@ class LeaseKeeper:
         return held.lost
 
     def held(self, agent_id: str) -> HeldLease | None:
-        with self._cond:
-            held = self._held.get(agent_id)
-            return held if held is not None and held.epoch >= 0 else None
+        # Lock-free (called per checkpoint write): a dict read is atomic, and the entry's epoch
+        # is set before any write of its run can happen.
+        held = self._held.get(agent_id)
+        return held if held is not None and held.epoch >= 0 else None
 
     def is_busy(self, agent_id: str) -> bool:
         """Whether a run of this process is acting for the agent right now."""
@@ -184,15 +185,14 @@ class LeaseKeeper:
 
     def check_write(self, agent_id: str) -> int:
         """The epoch to stamp on a checkpoint of this agent's run; raises ``LeaseLost``."""
-        with self._cond:
-            held = self._held.get(agent_id)
-            if held is None or held.epoch < 0:
-                raise LeaseLost(
-                    f"no lease held for agent {agent_id!r} by this process", agent_id=agent_id
-                )
-            if held.lost is not None:
-                raise held.lost
-            epoch, valid_until = held.epoch, held.valid_until
+        held = self.held(agent_id)
+        if held is None:
+            raise LeaseLost(
+                f"no lease held for agent {agent_id!r} by this process", agent_id=agent_id
+            )
+        if held.lost is not None:
+            raise held.lost
+        epoch, valid_until = held.epoch, held.valid_until
         if self.fenced:
             return epoch  # the database decides, exactly, inside the write
         if time.monotonic() > valid_until - self.margin:

@@ -35,7 +35,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from .._context import CONFIG_KEY_RUNTIME, agent_id_of, configurable, thread_id_of
+from .._context import CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
 from .._errors import LeaseHeld, RecallError
 from ._capabilities import variant
 from ._durable import DurabilityBarrier, DurableLog
@@ -293,10 +293,10 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         self, config: RunnableConfig, metadata: CheckpointMetadata
     ) -> tuple[CheckpointMetadata, str | None, bool]:
         """(metadata to write, agent whose lease fences it, whether we took it just for this)."""
-        conf = configurable(config)
+        conf = _conf(config)
         keeper = self._shared.keeper
         if CONFIG_KEY_RUNTIME in conf:
-            agent_id = agent_id_of(config)
+            agent_id = _agent(config, conf)
             if keeper.held(agent_id) is None:
                 return metadata, None, False  # a run that took no lease (nested foreign graph)
             epoch = keeper.check_write(agent_id)
@@ -306,7 +306,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         elif metadata.get("source") in ("update", "fork"):
             # update_state / a __copy__ outside any run: a write like a run's, so it needs the
             # lease for its duration, or it could fork the history under a running holder.
-            agent_id = agent_id_of(config)
+            agent_id = _agent(config, conf)
             epoch = keeper.acquire(agent_id).epoch
             return _stamped(metadata, agent_id, epoch), agent_id, True
         return metadata, None, False  # a direct call (conformance suites, tools)
@@ -340,7 +340,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         agent_id: str | None,
         own_lease: bool,
     ) -> None:
-        conf = configurable(config)
+        conf = _conf(config)
         thread_id = str(conf.get("thread_id"))
         shared = self._shared
         if (
@@ -396,7 +396,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async ``put``."""
-        if self.fenced and CONFIG_KEY_RUNTIME in configurable(config):
+        if self.fenced and CONFIG_KEY_RUNTIME in _conf(config):
             md, agent_id, own = self._before_put(config, metadata)  # memory only: no I/O
         else:
             md, agent_id, own = await asyncio.to_thread(self._before_put, config, metadata)
@@ -416,9 +416,9 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         return stored
 
     def _before_writes(self, config: RunnableConfig) -> None:
-        conf = configurable(config)
+        conf = _conf(config)
         keeper = self._shared.keeper
-        agent_id = agent_id_of(config)
+        agent_id = _agent(config, conf)
         if CONFIG_KEY_RUNTIME in conf:
             held = keeper.held(agent_id)
             if held is not None and held.lost is not None:
@@ -516,6 +516,16 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         if held.lost is not None:
             raise held.lost
         return held.epoch
+
+
+def _conf(config: RunnableConfig) -> dict[str, Any]:
+    # The hot path reads the run's configurable in place: the shared helper copies it.
+    return (config or {}).get("configurable") or {}  # type: ignore[return-value]
+
+
+def _agent(config: RunnableConfig, conf: dict[str, Any]) -> str:
+    agent = conf.get("agent_id") or conf.get("thread_id")
+    return str(agent) if agent else agent_id_of(config)  # the latter raises, saying what to do
 
 
 def _stamped(
