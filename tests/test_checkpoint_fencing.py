@@ -98,7 +98,8 @@ def test_frozen_holder_cannot_land_a_checkpoint_after_takeover(
     a.invoke("t", "agent", "go", target=3)
     wait_until(a.stopped, what="A to freeze")
     b.invoke("t", "agent", None, wait=60)
-    assert b.result()["n"] == 3
+    done = b.result()
+    assert done.get("n") == 3, done
     a.signal(signal.SIGCONT)
     late = a.result()
     assert late["ok"] is False and late["code"] == "lease_lost", late

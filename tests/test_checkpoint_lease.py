@@ -75,9 +75,15 @@ def test_next_process_starts_at_once_after_the_run_ends(
     assert b.result()["ok"] is True
 
 
-def test_lease_is_renewed_while_a_run_outlasts_it(store: RecallStore) -> None:
+@pytest.mark.parametrize("earlier_runs", [0, 1])
+def test_lease_is_renewed_while_a_run_outlasts_it(store: RecallStore, earlier_runs: int) -> None:
+    # earlier_runs=1: the renewal thread is already up (idle) when this run takes the lease.
     cp = store.checkpointer(lease_ttl=0.6)
     intruder: list[str] = []
+    for i in range(earlier_runs):
+        step_graph().compile(checkpointer=cp, store=store).invoke(
+            turn_input(f"warm{i}", 1), config(f"t-warm{i}", "agent-1")
+        )
 
     def outlast_lease(k: int, cfg: Any) -> None:
         if k == 1:

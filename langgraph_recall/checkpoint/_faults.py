@@ -14,9 +14,11 @@ still held).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
+from typing import Any
 
 ENV = "LANGGRAPH_RECALL_FAULTS"
 
@@ -46,8 +48,13 @@ def arm(spec: str) -> None:
         _hits.clear()
 
 
-def fault_point(name: str) -> None:
-    """Stop, kill or end this process here if the environment asked for it (else nothing)."""
+def fault_point(name: str, hold: Any = None) -> None:
+    """Stop, kill or end this process here if the environment asked for it (else nothing).
+
+    ``hold``: a lock to take before stopping (and release after), e.g. the saver's own, so the
+    process freezes with that saver idle rather than halfway through another thread's write
+    (a frozen SQLite writer would block every other process, a different failure).
+    """
     if not _FAULTS or name not in _FAULTS:
         return
     count, action = _FAULTS[name]
@@ -58,7 +65,9 @@ def fault_point(name: str) -> None:
     # Thread-directed: kill(getpid()) would wake the main thread to start the stop while this
     # thread ran on for a few milliseconds, past the very line the fault is meant to freeze.
     if action == "stop":
-        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+        usable = hold is not None and hasattr(hold, "__enter__")  # not an asyncio.Lock
+        with hold if usable else contextlib.nullcontext():
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
     elif action == "kill":
         signal.pthread_kill(threading.get_ident(), signal.SIGKILL)
     else:

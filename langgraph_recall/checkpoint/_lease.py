@@ -35,6 +35,10 @@ if TYPE_CHECKING:
     from ..store import RecallStore
 
 
+IDLE_EXIT = 60.0
+"""Seconds the renewal thread stays up with no lease to renew (so back-to-back runs share it)."""
+
+
 def new_holder_id() -> str:
     """``hostname:pid:uuid``: unique per checkpointer, readable in ``lease_held`` messages."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
@@ -208,7 +212,9 @@ class LeaseKeeper:
     # --- renewing -------------------------------------------------------------------------
 
     def _start_renewer(self) -> None:
-        # Called with self._cond held.
+        # Called with self._cond held. An idle renewer waits on the condition: wake it, or the
+        # new lease would go unrenewed until its idle wait ends.
+        self._cond.notify_all()
         if self._renewer is None or not self._renewer.is_alive():
             self._renewer = threading.Thread(
                 target=self._renew_loop, name=f"recall-lease-{self.holder}", daemon=True
@@ -220,12 +226,21 @@ class LeaseKeeper:
         due = time.monotonic() + interval
         while True:
             with self._cond:
+                if not self._held and not self._closed:
+                    # Idle between runs: stay (a thread start per run costs more than the
+                    # lease itself), but end after IDLE_EXIT seconds with nothing to renew.
+                    if not self._cond.wait_for(lambda: bool(self._held) or self._closed, IDLE_EXIT):
+                        self._renewer = None
+                        return
+                    due = time.monotonic() + interval
                 # The condition is also notified by acquire/release; sleep until due anyway.
                 while not self._closed and self._held and (left := due - time.monotonic()) > 0:
                     self._cond.wait(left)
-                if self._closed or not self._held:
+                if self._closed:
                     self._renewer = None
                     return
+                if not self._held:
+                    continue  # the run ended before its renewal was due
                 todo = [
                     (h.agent_id, h.epoch)
                     for h in self._held.values()

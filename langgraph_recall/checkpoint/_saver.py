@@ -373,7 +373,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     ) -> RunnableConfig:
         """Write a checkpoint stamped with the lease epoch; ``LeaseLost`` if fenced out."""
         md, agent_id, own = self._before_put(config, metadata)
-        fault_point("before_put")
+        fault_point("before_put", hold=getattr(self.inner, "lock", None))
         self._shared.durable.begin(str(thread_id_of(config)), checkpoint["id"])
         try:
             stored = self.inner.put(config, checkpoint, md, new_versions)
@@ -400,7 +400,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             md, agent_id, own = self._before_put(config, metadata)  # memory only: no I/O
         else:
             md, agent_id, own = await asyncio.to_thread(self._before_put, config, metadata)
-        fault_point("before_put")
+        fault_point("before_put", hold=getattr(self.inner, "lock", None))
         self._shared.durable.begin(str(thread_id_of(config)), checkpoint["id"])
         try:
             stored = await self._acall("put", config, checkpoint, md, new_versions)
