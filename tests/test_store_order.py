@@ -26,3 +26,12 @@ def test_an_agent_id_with_a_dot_does_not_share_items_with_another_agent(
     assert store.working_state("x.y") == {"goal": "the dotted agent's goal"}
     found = store.search(("recall", "x"))
     assert [i.value["goal"] for i in found] == ["x's goal"]
+
+
+def test_messages_never_show_a_dsn_password() -> None:
+    # Errors and `store.target` print where the store lives; a password must not leak there.
+    from langgraph_recall.store._db import _redact
+
+    assert _redact("postgresql://bob:s3cret@db:5432/app") == "postgresql://bob@db:5432/app"
+    assert "s3cret" not in _redact("host=db password=s3cret dbname=app")
+    assert "s 3" not in _redact("host=db password='s 3' dbname=app")
