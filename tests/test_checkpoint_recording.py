@@ -173,3 +173,67 @@ def test_unrecorded_turns_are_recorded_before_the_next_runs_first_node(
     graph.invoke(turn_input("after", 1), config(thread, "agent-1"))
     assert seen_first == [unrecorded]
     cp.close()
+
+
+def _remove_then_add_graph() -> Any:
+    """START -> draft (adds "draft") -> final (removes "draft", adds "final") -> END."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    def draft(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("a draft", id="draft")]}
+
+    def final(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [RemoveMessage(id="draft"), AIMessage("the answer", id="final")]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("draft", draft)
+    g.add_node("final", final)
+    g.add_edge(START, "draft")
+    g.add_edge("draft", "final")
+    g.add_edge("final", END)
+    return g
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_message_checkpointed_then_removed_in_the_same_run_is_recorded(
+    store: RecallStore, durability: str
+) -> None:
+    # The run hands its messages to the recorder in batches; a checkpoint whose list was
+    # rewritten must not hide what the previous checkpoint held.
+    cp = store.checkpointer(lease_ttl=30)
+    graph = _remove_then_add_graph().compile(checkpointer=cp, store=store)
+    out = graph.invoke(
+        {"messages": [HumanMessage("go", id="h-go")]},
+        config("t1", "agent-1"),
+        durability=durability,
+    )
+    assert [m.id for m in out["messages"]] == ["h-go", "final"]
+    assert recorded_ids(store, "agent-1") == ["h-go", "draft", "final"]
+    cp.close()
+
+
+@pytest.mark.parametrize(("every", "expect_mid_run"), [(0.0, True), (60.0, False)])
+def test_turns_are_handed_over_mid_run_only_after_record_every(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch, every: float, expect_mid_run: bool
+) -> None:
+    # Steps slower than RECORD_EVERY are recorded as the run goes (others can watch it); a
+    # fast loop's checkpoints wait for the run's end and are written together.
+    from langgraph_recall._context import checkpointer_of
+    from langgraph_recall.checkpoint import _recording
+
+    monkeypatch.setattr(_recording, "RECORD_EVERY", every)
+    seen: dict[int, list[str]] = {}
+
+    def look(k: int, cfg: Any) -> None:
+        checkpointer_of(cfg)._shared.recorder.flush(timeout=30)
+        seen[k] = recorded_ids(store, "agent-1")
+
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph(on_step=look).compile(checkpointer=cp, store=store)
+    graph.invoke(turn_input("go", 3), config("t1", "agent-1"), durability="sync")
+    if expect_mid_run:
+        assert seen[3] == ["h-go", "m-t1-1", "m-t1-2"]
+    else:
+        assert seen[3] == []
+    assert recorded_ids(store, "agent-1") == ["h-go", "m-t1-1", "m-t1-2", "m-t1-3"]
+    cp.close()

@@ -8,12 +8,19 @@ also checkpoint. Three pieces:
   in O(new) time: ``add_messages`` appends, so the new ones are whatever follows the last
   message already seen. Only when the list was rewritten (``RemoveMessage``, a replacement) does
   it compare ids over the whole list, still without touching the database.
+- ``TurnBuffer`` (one per run) keeps a reference to the latest checkpointed messages list
+  instead of handing each checkpoint's new messages over at once: a fast loop's checkpoints
+  are recorded together when the run ends (or pauses at an interrupt), when ``MAX_BATCH`` new
+  messages are waiting, or at the first checkpoint ``RECORD_EVERY`` after the last hand-over
+  (so an agent whose steps take seconds still has each step recorded as it goes). A put costs
+  a length check, not a scan, a lock and a thread switch. A list rewritten in between
+  (``RemoveMessage``) hands over what the old list held first, so nothing checkpointed is
+  skipped.
 - ``Recorder`` writes them from one background thread, in order, so the checkpoint path pays a
-  queue append, not a transaction. It coalesces: after the first message of a batch it lingers
-  (``LINGER``, 50 ms, or until ``MAX_BATCH`` messages or a flush), so a fast loop writes one
-  transaction for many checkpoints instead of one each (each competes with the saver's writes
-  and, in this process, for the GIL). A run's end (also when it pauses at an interrupt) flushes
-  it before the lease is released, so when ``invoke`` returns every message is recorded.
+  queue append, not a transaction. It coalesces what arrives while it writes, and lingers
+  briefly (``LINGER``) after a first message unless flushed. A run's end (also when it pauses
+  at an interrupt) hands over the buffer and flushes the recorder before the lease is
+  released, so when ``invoke`` returns every message is recorded.
 - ``catch_up`` runs at each run start, against the restored checkpoint and, when the agent
   changed threads, against the head of the thread it ran on before (``switch_thread``):
   messages a crash left unrecorded (checkpointed, then killed before the recorder wrote them)
@@ -65,6 +72,11 @@ class MessageCursor:
         self._count = len(restored)
         self._last: BaseMessage | None = restored[-1] if restored else None
 
+    @property
+    def seen(self) -> int:
+        """Length of the list last looked at."""
+        return self._count
+
     def new_messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The messages not seen before, in channel order; remembers them as seen."""
         n = self._count
@@ -88,6 +100,50 @@ def _same(a: Any, b: Any) -> bool:
     if a_id or b_id:
         return a_id == b_id
     return a is b
+
+
+class TurnBuffer:
+    """A run's checkpointed messages not yet handed to the recorder (see the module doc).
+
+    Only the latest checkpoint's list is kept: ``add_messages`` builds each one by appending to
+    the previous, so it holds every message the earlier ones did, unless it was rewritten.
+    """
+
+    __slots__ = ("cursor", "_latest", "_handed_at")
+
+    def __init__(self, restored: Sequence[BaseMessage]) -> None:
+        self.cursor = MessageCursor(restored)
+        self._latest: Sequence[BaseMessage] | None = None
+        self._handed_at = time.monotonic()
+
+    def note(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """A checkpoint holding ``messages`` was written; returns what to record now."""
+        out: list[BaseMessage] = []
+        latest = self._latest
+        if latest is not None and not _extends(messages, latest):
+            # Rewritten since the last checkpoint: what that one held goes first, or a message
+            # checkpointed and then removed would never be recorded.
+            out = self.cursor.new_messages(latest)
+        self._latest = messages
+        now = time.monotonic()
+        if len(messages) - self.cursor.seen >= MAX_BATCH or now - self._handed_at >= RECORD_EVERY:
+            out += self.cursor.new_messages(messages)
+            self._latest = None
+            self._handed_at = now
+        return out
+
+    def drain(self) -> list[BaseMessage]:
+        """Everything still waiting (the run ended or paused)."""
+        latest, self._latest = self._latest, None
+        self._handed_at = time.monotonic()
+        return self.cursor.new_messages(latest) if latest is not None else []
+
+
+def _extends(new: Sequence[Any], old: Sequence[Any]) -> bool:
+    """Whether ``new`` is ``old`` with messages appended (by position and id, O(1))."""
+    if not old:
+        return True
+    return len(new) >= len(old) and _same(new[len(old) - 1], old[-1])
 
 
 def switch_thread(store: RecallStore, agent_id: str, thread_id: str) -> str | None:
@@ -122,14 +178,17 @@ def catch_up(
 
 
 LINGER = 0.05
-"""Seconds the recorder gathers a run's messages before writing, unless flushed or ``MAX_BATCH``
-full: a fast loop's checkpoints share one write instead of one transaction each, and a real
-agent's steps (seconds apart) are still recorded within this delay. Nothing can be lost to it:
-a crash while lingering leaves the messages in the checkpoints, and the next run of the agent,
-on this thread or another, records them before its first node runs (``RunLifecycle.settle``),
-so a briefing built there already has them."""
+"""Seconds the recorder waits after a first message for more before writing, unless flushed
+or ``MAX_BATCH`` full. Nothing can be lost to it (nor to ``TurnBuffer``'s holding back): a crash
+leaves the messages in the checkpoints already written, and the next run of the agent, on this
+thread or another, records them before its first node runs (``RunLifecycle.settle``), so a
+briefing built there already has them."""
+RECORD_EVERY = 0.5
+"""Seconds after which a run's next checkpoint hands its messages over even mid-run, so readers
+in other processes (the CLI, a dashboard) see a long run's turns while it runs. A loop faster
+than this is recorded in batches; an agent whose steps take longer, checkpoint by checkpoint."""
 MAX_BATCH = 64
-"""Messages that make the recorder write without lingering further."""
+"""Messages that make a run hand its buffer over, and the recorder write without lingering."""
 
 
 @dataclass

@@ -34,7 +34,7 @@ from .._context import CONFIG_KEY_RUNTIME, agent_id_of, configurable, thread_id_
 from .._errors import LeaseLost
 from ._faults import fault_point
 from ._lease import HeldLease, LeaseKeeper
-from ._recording import MessageCursor, Recorder, messages_in, switch_thread
+from ._recording import Recorder, TurnBuffer, messages_in, switch_thread
 from ._turns import claim_turn, is_new_input, turn_id_of
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class Run:
     thread_id: str
     lease: HeldLease
     runtime: Any  # kept alive (and so its id unique) for as long as the run is registered
-    cursor: MessageCursor = field(default_factory=lambda: MessageCursor(()))
+    turns: TurnBuffer = field(default_factory=lambda: TurnBuffer(()))
     finalizer: Any = None
     ended: bool = False
     # Started from an explicit checkpoint_id (time travel): its first checkpoint is a
@@ -90,7 +90,7 @@ class Run:
     branched: bool = False
 
     def restored(self, messages: list[BaseMessage] | None) -> None:
-        self.cursor = MessageCursor(messages or ())
+        self.turns = TurnBuffer(messages or ())
 
 
 class RunLifecycle:
@@ -209,6 +209,10 @@ class RunLifecycle:
             run.finalizer.detach()
         try:
             fault_point("before_release")
+            if run.lease.lost is None:
+                # A run that lost its lease leaves its messages to the next holder, whose
+                # catch-up records them from the checkpoints in order before its own.
+                self.recorder.submit(run.agent_id, run.thread_id, run.turns.drain())
             # Recorded before the lease goes: the next holder's turns must come after these.
             self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))
         finally:

@@ -355,9 +355,9 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
                 else:
                     run = shared.runs.run_of(agent_id)
                     if run is not None:
-                        shared.recorder.submit(
-                            agent_id, thread_id, run.cursor.new_messages(messages)
-                        )
+                        due = run.turns.note(messages)  # usually nothing yet: see TurnBuffer
+                        if due:
+                            shared.recorder.submit(agent_id, thread_id, due)
         shared.durable.mark(thread_id, checkpoint["id"])
 
     def _finish_update(self, agent_id: str) -> None:
