@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from langgraph_recall import _briefing
 from langgraph_recall._briefing import (
     _APPROVAL_TITLE,
     _DOUBT_TITLE,
@@ -373,3 +374,133 @@ def test_it_reads_only_what_fits_whatever_the_history_length(
 def test_briefing_type_is_a_value(store: RecallStore) -> None:
     b = store.briefing("a")
     assert isinstance(b, Briefing) and b.token_budget == 2000 and b.agent_id == "a"
+
+
+# --- briefing before every model call (the whole conversation in the input) ---------------------
+
+
+def _ids(messages: list) -> list[str]:
+    return [str(m.id) for m in messages]
+
+
+def _rows_read(store: RecallStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The row limits of every turn page the store is asked for, as they happen."""
+    limits: list[int] = []
+    real = store.turn_page
+
+    def counting(agent_id: str, limit: int, **kwargs: object) -> object:
+        limits.append(limit)
+        return real(agent_id, limit, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "turn_page", counting)
+    return limits
+
+
+def test_with_every_turn_in_the_input_no_turn_is_shown(store: RecallStore) -> None:
+    store.update_working_state("a", goal="add the numbers")
+    convo: list = []
+    for i in range(6):
+        convo += _exchange(i)
+        store.record("a", _exchange(i))
+        b = store.briefing("a", exclude_msg_ids=_ids(convo), query="ask")
+        assert b.turns_shown == 0 and "turns" not in b.text
+        assert b.sections == ("header", "working_state")
+        assert b.text == (
+            "# Briefing: agent a, from its records\n"
+            "Resuming from what this agent wrote down (after a crash, or in another process): "
+            "trust it and do not redo finished steps.\n"
+            "## Working state\n"
+            "goal: add the numbers"
+        )
+
+
+def test_briefings_in_a_loop_say_what_a_fresh_process_would(
+    store: RecallStore, store_target: str
+) -> None:
+    # Briefings remember which turns an input held (turns are append-only); each must still
+    # read exactly as a store with no such memory reads it, whatever changed in between.
+    other = RecallStore.open(store_target)
+    fresh = RecallStore.open(store_target)
+
+    def both(agent: str, convo: list, **kw: object) -> str:
+        warm = store.briefing(agent, exclude_msg_ids=_ids(convo), **kw)  # type: ignore[arg-type]
+        cold = fresh.briefing(agent, exclude_msg_ids=_ids(convo), **kw)  # type: ignore[arg-type]
+        assert warm == cold
+        _briefing._SKIPPED._by_store.pop(fresh, None)  # forget: the next one is a first again
+        return warm.text
+
+    def looped(agent: str) -> list:
+        """Eight model calls, the whole conversation in the input each time."""
+        convo: list = []
+        for i in range(8):
+            convo += _exchange(i)
+            store.record(agent, _exchange(i), thread_id="t1")
+            assert "## Earlier turns" not in both(agent, convo)
+        return convo
+
+    try:
+        # Another thread of the agent records between two calls: its turns show, each time.
+        convo = looped("a")
+        other.record("a", _exchange(100), thread_id="t2")
+        text = both("a", convo)
+        assert "ask 100" in text and "answer 100" in text and "ask 7" not in text
+        assert both("a", convo) == text
+        convo += _exchange(100)
+        assert "## Earlier turns" not in both("a", convo)
+
+        # More turns from elsewhere than a first small page holds: all shown, each time.
+        convo = looped("b")
+        other.record("b", [m for j in range(200, 206) for m in _exchange(j)], thread_id="t2")
+        text = both("b", convo)
+        assert all(f"answer {j}" in text for j in range(200, 206)) and "ask 7" not in text
+        assert both("b", convo) == text
+
+        # The input loses its oldest turns (trimmed): those turns show again.
+        convo = looped("c")
+        trimmed = [m for m in convo if m.id not in {"h0", "a0", "t0", "r0"}]
+        text = both("c", trimmed)
+        assert "ask 0" in text and "answer 0" in text and "answer 1" not in text
+
+        # An id the input holds but no turn has changes nothing; a tight budget neither.
+        convo = looped("d")
+        assert "## Earlier turns" not in both("d", [*convo, HumanMessage("x", id="new")])
+        assert "## Earlier turns" not in both("d", convo, token_budget=300)
+    finally:
+        other.close()
+        fresh.close()
+
+
+def test_a_briefing_per_model_call_reads_only_the_turns_recorded_since_the_last(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    convo = [m for i in range(500) for m in _exchange(i)]
+    store.record("a", convo)
+    limits = _rows_read(store, monkeypatch)
+    store.briefing("a", exclude_msg_ids=_ids(convo))
+    assert sum(limits) >= 2000  # the first briefing reads the history once
+    for i in range(500, 505):
+        convo += _exchange(i)
+        store.record("a", _exchange(i))
+        limits.clear()
+        b = store.briefing("a", exclude_msg_ids=_ids(convo))
+        assert b.turns_shown == 0
+        assert len(limits) == 1 and limits[0] <= 4 + 2  # the new turns and two more
+
+
+@pytest.mark.parametrize("history", [50, 400])  # all of it read, or until the budget is spent
+def test_an_input_without_the_older_turns_costs_no_extra_read_per_call(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch, history: int
+) -> None:
+    convo = [m for i in range(history) for m in _exchange(i)]
+    store.record("a", convo)
+    limits = _rows_read(store, monkeypatch)
+    pages = []
+    for i in range(history, history + 10):  # the model sees only the last ten exchanges
+        convo += _exchange(i)
+        store.record("a", _exchange(i))
+        limits.clear()
+        text = store.briefing("a", exclude_msg_ids=_ids(convo[-40:])).text
+        assert f"answer {i - 10}" in text and f"answer {i - 9}" not in text
+        pages.append(len(limits))
+    # One small first page, then as many pages as before each time: it is not tried again.
+    assert pages[1:] == [pages[1]] * 9 and pages[0] == pages[1] + 1
