@@ -12,7 +12,9 @@ Guarantees:
   A working state that alone is over budget is shortened, and the briefing says so.
 - Its cost does not depend on how long the history is: turns are read in pages, newest first,
   only until the budget is spent (or a fixed number of rows has been scanned); open actions
-  come from the store's open-actions index.
+  come from the store's open-actions index. Turns the input holds are skipped unread once an
+  earlier briefing of the agent has seen them (turns are append-only), so briefing before
+  every model call reads only the turns recorded since the last call.
 - Deterministic: the same records give the same text (no clock readings, stable orders), so
   a provider's prompt cache keeps working between calls that changed nothing.
 - Turns the caller says the model already sees (``exclude_msg_ids``, the messages restored on
