@@ -549,15 +549,32 @@ def insert_attempt(
     The primary key (action_id, attempt) decides every race: of the claimers that saw the same
     ``prev``, one inserts and the others conflict, then answer from the attempt that won.
     """
-    touch_agent(tx, agent_id)
     args_type, args_data = dumps_typed(args)
-    seq = _next_seq(tx, agent_id, "action_seq", 1)
+    if tx.dialect == "sqlite":
+        # SQLite has one writer at a time (the caller's BEGIN IMMEDIATE), so the agent's next
+        # number is its highest + 1, read from the (agent_id, seq) index inside the insert: no
+        # update of the agent's row, and no page of it rewritten, on every call. The row is
+        # only created when missing; last_activity moves with the agent's turns.
+        _check_agent_id(agent_id)
+        tx.run(
+            "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
+            "revision_seq, action_seq) VALUES (?, {now}, {now}, 0, 0, 0) "
+            "ON CONFLICT (agent_id) DO NOTHING",
+            (agent_id,),
+        )
+        seq: Any = None
+        seq_sql = "(SELECT coalesce(max(seq), 0) + 1 FROM recall_actions WHERE agent_id = ?)"
+    else:
+        # PostgreSQL writers run at once: the agent row's lock hands the numbers out.
+        touch_agent(tx, agent_id)
+        seq = _next_seq(tx, agent_id, "action_seq", 1)
+        seq_sql = "?"
     while True:
         attempt = 1 if prev is None else prev.attempt + 1
         inserted = tx.one(
             "INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, "
             "args_type, args, args_digest, idempotency_key, epoch, seq, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {seq_sql}, {{now}}) "
             "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at",
             (
                 action_id,
@@ -571,7 +588,7 @@ def insert_attempt(
                 args_digest,
                 idempotency_key,
                 epoch,
-                seq,
+                agent_id if seq is None else seq,
             ),
         )
         if inserted is not None:
