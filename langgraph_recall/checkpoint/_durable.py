@@ -28,33 +28,39 @@ class DurableLog:
         # (thread_id, checkpoint_id) -> True once written, False if its put failed.
         self._done: OrderedDict[tuple[str, str], bool] = OrderedDict()
         self._capacity = capacity
-        self._cond = threading.Condition()
+        # begin/mark run on every checkpoint write: they take the plain lock (no Python-level
+        # Condition methods) and notify only when someone waits, which is rare.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._waiters = 0
         # Checkpoints whose put this process has begun and not yet marked.
         self._writing: set[tuple[str, str]] = set()
 
     def begin(self, thread_id: str, checkpoint_id: str) -> None:
         """Record that this process is about to write this checkpoint (``mark`` ends it)."""
-        with self._cond:
+        with self._lock:
             if len(self._writing) < self._capacity:
                 self._writing.add((thread_id, checkpoint_id))
 
     def writing(self, thread_id: str, checkpoint_id: str) -> bool:
         """Whether this process's put of that checkpoint is under way: a waiter then needs no
         database read (the put is the only way it lands, and ``mark`` will wake the waiter)."""
-        with self._cond:
+        with self._lock:
             return (thread_id, checkpoint_id) in self._writing
 
     def mark(self, thread_id: str, checkpoint_id: str, written: bool = True) -> None:
         """Record that the put of this checkpoint returned (or failed: ``written=False``)."""
-        with self._cond:
-            self._done[(thread_id, checkpoint_id)] = written
-            self._writing.discard((thread_id, checkpoint_id))
+        key = (thread_id, checkpoint_id)
+        with self._lock:
+            self._done[key] = written
+            self._writing.discard(key)
             if len(self._done) > self._capacity:
                 self._done.popitem(last=False)
-            self._cond.notify_all()
+            if self._waiters:
+                self._cond.notify_all()
 
     def seen(self, thread_id: str, checkpoint_id: str) -> bool:
-        with self._cond:
+        with self._lock:
             return self._done.get((thread_id, checkpoint_id), False)
 
     def wait(self, thread_id: str, checkpoint_id: str, timeout: float) -> bool:
@@ -63,12 +69,16 @@ class DurableLog:
         deadline = time.monotonic() + max(0.0, timeout)
         key = (thread_id, checkpoint_id)
         with self._cond:
-            while key not in self._done:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-            return self._done[key]
+            self._waiters += 1
+            try:
+                while key not in self._done:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(left)
+                return self._done[key]
+            finally:
+                self._waiters -= 1
 
 
 class DurabilityBarrier:
