@@ -48,6 +48,7 @@ from ._outcome import (
     from_record,
     in_doubt_message,
     is_error,
+    needs_output,
     refused_message,
     rejected_message,
     to_record,
@@ -469,13 +470,16 @@ def begin(
 
 
 def _finish(store: RecallStore, agent_id: str, action: Action, out: Output) -> None:
-    with store._db.tx(write=True):
-        if is_error(out):
-            store.end(action.action_id, action.attempt, "failed", error=error_text(out))
-        else:
-            store.end(
-                action.action_id, action.attempt, "done", result=to_record(store, agent_id, out)
-            )
+    if is_error(out):
+        store.end(action.action_id, action.attempt, "failed", error=error_text(out))
+    elif needs_output(store, out):
+        # A large answer is stored whole first; both commit together or not at all.
+        with store._db.tx(write=True):
+            result = to_record(store, agent_id, out)
+            store.end(action.action_id, action.attempt, "done", result=result)
+    else:
+        # The usual case: one statement on its own (on PostgreSQL one round trip, not three).
+        store.end(action.action_id, action.attempt, "done", result=out)
 
 
 def _abandon(store: RecallStore, agent_id: str, action: Action, gated: bool) -> None:

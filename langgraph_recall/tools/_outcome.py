@@ -64,10 +64,19 @@ def error_text(out: Output) -> str:
     return content if isinstance(content, str) else str(content)
 
 
+def needs_output(store: RecallStore, out: Output) -> bool:
+    """Whether ``to_record`` moves ``out``'s text to an output of its own."""
+    return (
+        isinstance(out, ToolMessage)
+        and isinstance(out.content, str)
+        and len(out.content) > store.output_threshold
+    )
+
+
 def to_record(store: RecallStore, agent_id: str, out: Output) -> Output:
     """The form of ``out`` kept in the action's record (large text moved to an output)."""
     if isinstance(out, ToolMessage) and isinstance(out.content, str):
-        if len(out.content) > store.output_threshold:
+        if needs_output(store, out):
             ref = store.put_output(agent_id, out.content)
             return out.model_copy(
                 update={
