@@ -142,6 +142,11 @@ class DurableTools:
     def needs_approval(self, name: str) -> bool:
         return name in self._gated
 
+    @property
+    def any_gated(self) -> bool:
+        """Whether any tool needs approval (the set only grows, as classes are found)."""
+        return bool(self._gated)
+
     def register_undo(self, store: RecallStore) -> None:
         """Make this node's undo functions known to ``store.undo`` (done on every call too)."""
         for name, fn in self.undo.items():

@@ -99,6 +99,8 @@ class DurableToolNode(ToolNode):
             return await super()._afunc(input, config, runtime)
 
     def _gated_call_ids(self, input: Any) -> list[str]:
+        if not self.durable.any_gated:
+            return []  # nothing to order: skip parsing the input a second time
         try:
             calls, _ = self._parse_input(input)
         except ValueError:
