@@ -36,7 +36,14 @@ def same_database_saver(store: RecallStore) -> BaseCheckpointSaver:
     """
     db: Any = store._db
     if db.dialect == "sqlite":
-        return _sqlite_saver(db.path, db.busy_timeout, db.synchronous)
+        saver = _sqlite_saver(db.path, db.busy_timeout, db.synchronous)
+        # One writer at a time in this process, saver and store alike. The saver's connection
+        # would otherwise meet the store's BEGIN IMMEDIATE at SQLite's file lock, whose busy
+        # handler sleeps 1, 2, 5... ms before retrying: a stall and two thread switches on
+        # a collision that a lock hand-over settles in microseconds. Re-entrant, so a store
+        # call made while the saver holds it (or the reverse, on one thread) cannot deadlock.
+        saver.lock = db.write_lock  # type: ignore[attr-defined]
+        return saver
     return _postgres_saver(db.dsn)
 
 
