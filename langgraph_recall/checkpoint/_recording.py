@@ -238,6 +238,12 @@ class Recorder:
             if idle or self._queued >= MAX_BATCH:
                 self._cond.notify_all()
 
+    def write_now(self, agent_id: str, thread_id: str | None, messages: list[BaseMessage]) -> None:
+        """Write ``messages`` on the calling thread, as the background writer would (a failure
+        warns; the checkpoints still hold them). Flush the agent's earlier jobs first."""
+        if messages:
+            self._write(_Job(agent_id, thread_id, messages))
+
     def flush(self, agent_id: str | None = None, timeout: float | None = None) -> bool:
         """Wait until every job (of ``agent_id``) submitted so far is written; False on timeout."""
 

@@ -209,12 +209,15 @@ class RunLifecycle:
             run.finalizer.detach()
         try:
             fault_point("before_release")
+            # Recorded before the lease goes: the next holder's turns must come after these.
+            # Earlier hand-overs first (usually none are left: nothing to wait for), then the
+            # rest on this thread, which waits for them anyway: no hand-over to the recorder's
+            # thread and back at the end of every run.
+            self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))
             if run.lease.lost is None:
                 # A run that lost its lease leaves its messages to the next holder, whose
                 # catch-up records them from the checkpoints in order before its own.
-                self.recorder.submit(run.agent_id, run.thread_id, run.turns.drain())
-            # Recorded before the lease goes: the next holder's turns must come after these.
-            self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))
+                self.recorder.write_now(run.agent_id, run.thread_id, run.turns.drain())
         finally:
             lost = self.keeper.release(run.agent_id)
         if lost is not None:
