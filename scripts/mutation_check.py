@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Remove each guard of the durable tool path in turn and show that a test fails.
+"""Remove each guard in turn (tools, leases, fencing, recording) and show that a test fails.
 
 For every guard below, the check copies the package and its tests to a temporary folder (the
 working tree is never touched: other people may be running it), replaces one exact piece of
@@ -33,7 +33,7 @@ class Mutation:
     path: str  # relative to the repository
     find: str  # must occur exactly once
     replace: str
-    tests: tuple[str, ...]  # pytest node ids or "file::-k expression"
+    tests: tuple[str, ...]  # pytest node ids, or "file::-k::expression"
 
 
 MUTATIONS = [
@@ -94,6 +94,97 @@ MUTATIONS = [
             "tests/test_tools_calls.py::test_tool_waits_until_the_ai_message_that_asked_for_it_is_saved",
         ),
     ),
+    # --- the checkpointer: leases, fencing, recording ------------------------------------
+    Mutation(
+        "lease_cas",
+        "lease compare-and-set: a live lease of another holder is never taken",
+        "langgraph_recall/store/_records.py",
+        '"WHERE recall_leases.expires_at <= {now} OR recall_leases.holder = excluded.holder "',
+        '"WHERE 1 = 1 "',
+        ("tests/test_checkpoint_lease.py::test_second_process_gets_lease_held_and_runs_nothing",),
+    ),
+    Mutation(
+        "fence",
+        "fencing trigger: the database refuses a checkpoint written under a stale epoch",
+        "langgraph_recall/checkpoint/_fence.py",
+        "    conn.execute(SQLITE_FENCE)\n",
+        "    pass\n",
+        (
+            "tests/test_checkpoint_fencing.py::test_frozen_holder_cannot_land_a_checkpoint_after_takeover",
+        ),
+    ),
+    Mutation(
+        "turn_rewrite",
+        "recording: a checkpointed message later removed in the same run is still recorded",
+        "langgraph_recall/checkpoint/_recording.py",
+        "        if latest is not None and not _extends(messages, latest):\n",
+        "        if False:\n",
+        ("tests/test_checkpoint_recording.py::-k::removed_in_the_same_run",),
+    ),
+    Mutation(
+        "run_end_turns",
+        "recording: every message is recorded by the time invoke returns",
+        "langgraph_recall/checkpoint/_runs.py",
+        "                self.recorder.write_now(run.agent_id, run.thread_id, run.turns.drain())\n",
+        "                run.turns.drain()\n",
+        ("tests/test_checkpoint_recording.py::-k::recorded_once_in_order",),
+    ),
+    Mutation(
+        "fenced_turns",
+        "recording: a run fenced out leaves its unrecorded messages to the next holder",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            if run.lease.lost is None:\n",
+        "            if True:\n",
+        ("tests/test_checkpoint_recording.py::-k::fenced_out",),
+    ),
+    Mutation(
+        "settle",
+        "catch-up: what a crash left unrecorded is recorded before the next run's first node",
+        "langgraph_recall/checkpoint/_runs.py",
+        "        self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))\n\n"
+        "    async def asettle",
+        "        pass\n\n    async def asettle",
+        ("tests/test_checkpoint_recording.py::-k::before_the_next_runs_first_node",),
+    ),
+    # --- the store's order of actions, the tool node's ordering of gated calls ----------
+    Mutation(
+        "action_seq",
+        "action order (SQLite): each new attempt is numbered after the agent's last",
+        "langgraph_recall/store/_records.py",
+        'seq_sql = "(SELECT coalesce(max(seq), 0) + 1 FROM recall_actions WHERE agent_id = ?)"',
+        'seq_sql = "(SELECT 1 WHERE ? IS NOT NULL)"',
+        ("tests/test_store_order.py::test_actions_keep_claim_order_when_ids_sort_the_other_way",),
+    ),
+    Mutation(
+        "big_output",
+        "a large answer is kept whole in an output, the record keeps a reference",
+        "langgraph_recall/tools/_durable.py",
+        "    elif needs_output(store, out):\n",
+        "    elif False:\n",
+        (
+            "tests/test_tools_calls.py::test_a_large_result_is_stored_whole_and_still_given_to_the_model",
+        ),
+    ),
+    Mutation(
+        "gated_order",
+        "gated calls of one message are decided one at a time, in call order",
+        "langgraph_recall/tools/_node.py",
+        "        if not self.durable.any_gated:\n",
+        "        if True:\n",
+        (
+            "tests/test_tools_parallel.py::test_gated_calls_in_one_message_each_get_their_own_decision_in_call_order",
+        ),
+    ),
+    Mutation(
+        "barrier_wake",
+        "durability barrier: a waiter is woken the moment the checkpoint's put returns",
+        "langgraph_recall/checkpoint/_durable.py",
+        "            if self._waiters:\n",
+        "            if False:\n",
+        (
+            "tests/test_checkpoint_barrier_inflight.py::test_waiting_on_a_checkpoint_being_written_here_reads_nothing",
+        ),
+    ),
 ]
 
 
@@ -109,15 +200,27 @@ def _env(dest: Path) -> dict[str, str]:
 
 
 def _pytest(dest: Path, tests: tuple[str, ...], timeout: float) -> tuple[int, str]:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
-    try:
-        done = subprocess.run(
-            cmd, cwd=dest, env=_env(dest), capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired:
-        return 124, "timed out"
-    tail = (done.stdout.strip().splitlines() or [""])[-1]
-    return done.returncode, tail
+    """Run ``tests``; the node ids together, each "file::-k::expression" on its own (pytest
+    takes one -k per run). The first failing run decides."""
+    plain = [t for t in tests if "::-k::" not in t]
+    runs = [plain] if plain else []
+    for t in tests:
+        path, sep, expr = t.partition("::-k::")
+        if sep:
+            runs.append([path, "-k", expr])
+    code, tail = 0, ""
+    for args in runs:
+        cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *args]
+        try:
+            done = subprocess.run(
+                cmd, cwd=dest, env=_env(dest), capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            return 124, "timed out"
+        code, tail = done.returncode, (done.stdout.strip().splitlines() or [""])[-1]
+        if code != 0:
+            break
+    return code, tail
 
 
 def _check_imports_copy(dest: Path) -> None:

@@ -237,3 +237,37 @@ def test_turns_are_handed_over_mid_run_only_after_record_every(
         assert seen[3] == []
     assert recorded_ids(store, "agent-1") == ["h-go", "m-t1-1", "m-t1-2", "m-t1-3"]
     cp.close()
+
+
+def test_a_run_fenced_out_records_nothing_and_the_next_holder_records_its_checkpoints(
+    store: RecallStore, inner: Any
+) -> None:
+    # Mid-run another holder takes the lease over (as after a long freeze): the run's next
+    # checkpoint is refused by the database. Its unrecorded messages must not be written by it
+    # at its end, after the new holder may already have recorded turns of its own; the new
+    # holder records them from the checkpoints, once and in order.
+    from langgraph_recall import LeaseLost
+
+    def take_over(k: int, cfg: Any) -> None:
+        if k == 2:
+            with store._db.tx(write=True) as tx:
+                tx.run("UPDATE recall_leases SET expires_at = 0 WHERE agent_id = 'agent-1'")
+            store.acquire_lease("agent-1", "another-process", 30.0)
+
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph(on_step=take_over).compile(checkpointer=cp, store=store)
+    with pytest.raises(LeaseLost):
+        graph.invoke(turn_input("go", 3), config("t1", "agent-1"), durability="sync")
+    assert recorded_ids(store, "agent-1") == []
+    assert head_ids(inner, "t1") == ["h-go", "m-t1-1"]  # step 2's checkpoint was refused
+
+    lease = store.lease("agent-1")
+    assert lease is not None
+    store.release_lease("agent-1", "another-process", lease.epoch)
+    cp2 = store.checkpointer(lease_ttl=30)
+    out = step_graph().compile(checkpointer=cp2, store=store).invoke(None, config("t1", "agent-1"))
+    assert out["n"] == 3
+    assert recorded_ids(store, "agent-1") == head_ids(inner, "t1")
+    assert recorded_ids(store, "agent-1")[:2] == ["h-go", "m-t1-1"]
+    cp.close()
+    cp2.close()
