@@ -128,6 +128,8 @@ class AgentInfo:
 
     agent_id: str
     created_at: float
+    # When turns, working-state revisions or outputs were last recorded (a run records its turns
+    # at its end at the latest); a tool call's intent alone does not move it.
     last_activity: float
     turns: int
     open_actions: int

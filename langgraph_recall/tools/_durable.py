@@ -438,7 +438,8 @@ def begin(
     (the call could never run) or an intent without a spent approval. Returns the claim, or
     the refusal (the transaction rolled back) for the caller to report.
     """
-    if not gated:  # nothing to spend: the store's claim is one transaction on its own
+
+    def claim() -> Claim:
         return store.claim(
             agent_id,
             action_id,
@@ -450,22 +451,15 @@ def begin(
             thread_id=thread_id,
             epoch=epoch,
         )
+
+    if not gated:  # nothing to spend: the store's claim is one transaction on its own
+        return claim()
     try:
         with store._db.tx(write=True):
-            claim = store.claim(
-                agent_id,
-                action_id,
-                tool=tool,
-                args=args,
-                args_digest=digest,
-                klass=klass,
-                idempotency_key=action_id,
-                thread_id=thread_id,
-                epoch=epoch,
-            )
-            if claim.claimed:
-                store.spend_approval(agent_id, action_id, digest, claim.action.attempt)
-            return claim
+            claimed = claim()
+            if claimed.claimed:
+                store.spend_approval(agent_id, action_id, digest, claimed.action.attempt)
+            return claimed
     except (ApprovalDenied, ApprovalMismatch) as refusal:
         return refusal
     except RecallError as refusal:
