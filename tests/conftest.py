@@ -12,7 +12,9 @@ import os
 import secrets
 import sys
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,3 +100,22 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: o
         tr.write_sep("!", "POSTGRESQL TESTS WERE SKIPPED", red=True, bold=True)  # type: ignore[attr-defined]
         tr.write_line(_PG_PROBLEM[0] + " -- only SQLite was tested.", red=True)  # type: ignore[attr-defined]
         print("", file=sys.stderr)
+
+
+@pytest.fixture
+def inner(store: RecallStore) -> Iterator[Any]:
+    """LangGraph's own saver on the store's database, to read the history runs wrote."""
+    from langgraph_recall.checkpoint._same_db import close_same_database_saver, same_database_saver
+
+    saver = same_database_saver(store)
+    yield saver
+    close_same_database_saver(saver)
+
+
+@pytest.fixture
+def attach(store_target: str, tmp_path: Path) -> Iterator[Callable[..., list[Any]]]:
+    """Start worker processes on the test's database (``fix_checkpoint.attaching``)."""
+    from fix_checkpoint import attaching
+
+    with attaching(store_target, tmp_path) as attach_workers:
+        yield attach_workers

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,6 @@ import pytest
 from fix_checkpoint import (
     Worker,
     assert_linear,
-    attaching,
     count_steps,
     history,
     read_log,
@@ -20,25 +19,11 @@ from fix_checkpoint import (
     wait_until,
 )
 
-from langgraph_recall.checkpoint._same_db import close_same_database_saver, same_database_saver
 from langgraph_recall.store import RecallStore
 
 pytestmark = pytest.mark.slow
 
 RACE_ROUNDS = 8
-
-
-@pytest.fixture
-def inner(store: RecallStore) -> Iterator[Any]:
-    saver = same_database_saver(store)
-    yield saver
-    close_same_database_saver(saver)
-
-
-@pytest.fixture
-def attach(store_target: str, tmp_path: Path) -> Iterator[Callable[..., list[Worker]]]:
-    with attaching(store_target, tmp_path) as attach_workers:
-        yield attach_workers
 
 
 def test_racing_processes_one_runs_the_other_gets_lease_held(

@@ -22,16 +22,7 @@ from fix_checkpoint import (
 
 from langgraph_recall import RecallError
 from langgraph_recall._errors import LeaseHeld
-from langgraph_recall.checkpoint._same_db import close_same_database_saver, same_database_saver
 from langgraph_recall.store import RecallStore
-
-
-@pytest.fixture
-def inner(store: RecallStore) -> Iterator[Any]:
-    """A plain saver on the store's database, to read the history the workers wrote."""
-    saver = same_database_saver(store)
-    yield saver
-    close_same_database_saver(saver)
 
 
 @pytest.fixture

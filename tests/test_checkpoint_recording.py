@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from fix_checkpoint import (
     Worker,
-    attaching,
     config,
     history,
     recorded_ids,
@@ -19,15 +17,7 @@ from fix_checkpoint import (
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
 
-from langgraph_recall.checkpoint._same_db import close_same_database_saver, same_database_saver
 from langgraph_recall.store import RecallStore
-
-
-@pytest.fixture
-def inner(store: RecallStore) -> Iterator[Any]:
-    saver = same_database_saver(store)
-    yield saver
-    close_same_database_saver(saver)
 
 
 @pytest.fixture
@@ -116,12 +106,6 @@ def test_removed_and_replaced_messages_do_not_record_again(store: RecallStore) -
         "m-t1-4",
     ]
     cp.close()
-
-
-@pytest.fixture
-def attach(store_target: str, tmp_path: Path) -> Iterator[Callable[..., list[Worker]]]:
-    with attaching(store_target, tmp_path) as attach_workers:
-        yield attach_workers
 
 
 @pytest.mark.slow

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from fix_checkpoint import (
     Worker,
-    attaching,
     config,
     count_steps,
     recorded_ids,
@@ -110,12 +109,6 @@ def test_same_turn_twice_async(store: RecallStore, ran: str) -> None:
 
     asyncio.run(main())
     assert count_steps(ran) == {1: 1, 2: 1}
-
-
-@pytest.fixture
-def attach(store_target: str, tmp_path: Path) -> Iterator[Callable[..., list[Worker]]]:
-    with attaching(store_target, tmp_path) as attach_workers:
-        yield attach_workers
 
 
 @pytest.mark.slow
