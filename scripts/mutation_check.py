@@ -185,6 +185,22 @@ MUTATIONS = [
             "tests/test_checkpoint_barrier_inflight.py::test_waiting_on_a_checkpoint_being_written_here_reads_nothing",
         ),
     ),
+    Mutation(
+        "wal_thread",
+        "SQLite log: checkpoints run on the store's own thread (connections never do them)",
+        "langgraph_recall/store/_wal.py",
+        "            self._kick()\n",
+        "            pass\n",
+        ("tests/test_store_wal.py",),
+    ),
+    Mutation(
+        "wal_restart",
+        "SQLite log: the last pass under the write lock lets the next writer start the log over",
+        "langgraph_recall/store/_wal.py",
+        "        if self._write_lock.acquire(timeout=1.0):\n",
+        "        if False:\n",
+        ("tests/test_store_wal.py::test_a_long_run_of_commits_keeps_the_log_small",),
+    ),
 ]
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._errors import RecallError
+from ..store._wal import CountingLock
 from ._fence import PG_FENCE_LOCK, install_pg_fence, install_sqlite_fence
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ def same_database_saver(store: RecallStore) -> BaseCheckpointSaver:
         # handler sleeps 1, 2, 5... ms before retrying: a stall and two thread switches on
         # a collision that a lock hand-over settles in microseconds. Re-entrant, so a store
         # call made while the saver holds it (or the reverse, on one thread) cannot deadlock.
-        saver.lock = db.write_lock  # type: ignore[attr-defined]
+        # Its commits also count towards the store's background WAL checkpoints (``_wal``).
+        saver.lock = CountingLock(db.write_lock, db.wal.committed)  # type: ignore[attr-defined]
         return saver
     return _postgres_saver(db.dsn)
 
@@ -76,6 +78,8 @@ def _sqlite_saver(path: str, busy_timeout: float, synchronous: str) -> BaseCheck
         saver.setup()
         # Same durability as the store's own commits (the store's ``durability`` option).
         conn.execute(f"PRAGMA synchronous={synchronous}")
+        # Checkpoints run on the store's WAL thread, not inside a checkpoint write (``_wal``).
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         install_sqlite_fence(conn)
     except sqlite3.DatabaseError as exc:
         conn.close()

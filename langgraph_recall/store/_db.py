@@ -18,6 +18,7 @@ from typing import Any
 
 from .._errors import RecallError
 from ._schema import MIGRATIONS, SCHEMA_VERSION, Dialect, render
+from ._wal import WalCheckpointer
 
 Row = tuple[Any, ...]
 
@@ -184,6 +185,8 @@ class SqliteDatabase(Database):
         # Other processes still meet at SQLite's lock (busy_timeout). Re-entrant, so a saver on
         # the same file can share it (``same_database_saver``) and nest without deadlock.
         self.write_lock = threading.RLock()
+        # Checkpoints of the log run on their own thread, not in the commit that fills it.
+        self.wal = WalCheckpointer(self._connect_checkpointer, self.write_lock)
 
     def _checkout(self) -> sqlite3.Connection:
         with self._conns_lock:
@@ -214,15 +217,24 @@ class SqliteDatabase(Database):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            # Never checkpoint inside this connection's commits: ``self.wal`` does it (_wal).
+            conn.execute("PRAGMA wal_autocheckpoint=0")
         except sqlite3.DatabaseError as exc:
             raise _sqlite_error(exc, self.path) from exc
         return conn
+
+    def _connect_checkpointer(self) -> sqlite3.Connection:
+        # A passive checkpoint never waits on the busy handler; the timeout is for opening.
+        return sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=1.0
+        )
 
     def _open(self, write: bool) -> _SqliteTx:
         return _SqliteTx(self, write)
 
     def close(self) -> None:
         self._closed = True
+        self.wal.close()
         with self._conns_lock:
             for conn in self._conns:
                 try:
@@ -274,7 +286,7 @@ class _Outermost:
 class _SqliteTx:
     """One SQLite transaction on a borrowed connection; reads run without BEGIN."""
 
-    __slots__ = ("_db", "_write", "_conn")
+    __slots__ = ("_db", "_write", "_conn", "_cur")
 
     def __init__(self, db: SqliteDatabase, write: bool) -> None:
         self._db = db
@@ -291,7 +303,7 @@ class _SqliteTx:
                 db.write_lock.release()
             raise
         try:
-            cur = conn.cursor()
+            cur = self._cur = conn.cursor()
             if self._write:
                 cur.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
@@ -304,10 +316,15 @@ class _SqliteTx:
 
     def __exit__(self, et: Any, exc: Any, tb: Any) -> None:
         conn = self._conn
+        # A read whose last row was never fetched keeps its statement, and so a snapshot of
+        # the log, open until the cursor goes: an idle pooled connection would then stop
+        # checkpoints from copying past that snapshot and the log from starting over.
+        self._cur.close()
         try:
             if self._write:
                 if et is None:
                     conn.execute("COMMIT")
+                    self._db.wal.committed()
                 else:
                     conn.rollback()
         except BaseException as err:
