@@ -83,6 +83,42 @@ def test_an_upgrade_runs_the_new_migration_once_and_keeps_records(
             assert [t.message.content for t in s.turns("ag")] == ["before the upgrade"]
 
 
+def test_a_v1_file_is_upgraded_to_rowless_action_tables_with_every_record_kept(
+    backend: str, store_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A database written by the first release (schema v1): an action done, one in doubt.
+    with monkeypatch.context() as v1:
+        v1.setattr(_db, "MIGRATIONS", MIGRATIONS[:1])
+        v1.setattr(_db, "SCHEMA_VERSION", 1)
+        with RecallStore.open(store_target) as old:
+            done = old.claim("ag", "a-done", tool="t", args={"n": 1}, args_digest="d1")
+            old.end("a-done", done.action.attempt, "done", result="ok")
+            old.claim("ag", "a-open", tool="t", args={"n": 2}, args_digest="d2")
+            assert _meta(old, "schema_version") == "1"
+    with RecallStore.open(store_target) as new:
+        assert _meta(new, "schema_version") == str(SCHEMA_VERSION)
+        if backend == "sqlite":
+            with new._db.tx() as tx:
+                for table in ("recall_actions", "recall_action_ends", "recall_open_actions"):
+                    sql = tx.one("SELECT sql FROM sqlite_master WHERE name = ?", (table,))
+                    assert sql is not None and sql[0].endswith("WITHOUT ROWID"), table
+        # Every record kept, the open one still open, and the new tables still append-only.
+        assert new.action("a-done").status == "done"
+        assert new.action("a-done").result == "ok"
+        assert [a.action_id for a in new.actions("ag", open_only=True)] == ["a-open"]
+        again = new.claim("ag", "a-done", tool="t", args={"n": 1}, args_digest="d1")
+        assert again.status == "done"
+        with pytest.raises(Exception, match="append-only"):
+            with new._db.tx(write=True) as tx:
+                tx.run("DELETE FROM recall_actions WHERE action_id = 'a-done'")
+        # And new calls work on them: claimed once, ended once, in the agent's order.
+        fresh = new.claim("ag", "a-new", tool="t", args={"n": 3}, args_digest="d3")
+        assert fresh.status == "claimed"
+        assert new.end("a-new", fresh.action.attempt, "done", result="ok") is True
+        assert new.end("a-new", fresh.action.attempt, "done", result="again") is False
+        assert [a.action_id for a in new.actions("ag")] == ["a-done", "a-open", "a-new"]
+
+
 def test_opening_a_newer_schema_fails_clearly_and_changes_nothing(
     store_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
