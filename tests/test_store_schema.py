@@ -114,7 +114,9 @@ def test_a_v1_file_is_upgraded_to_rowless_action_tables_with_every_record_kept(
         # And new calls work on them: claimed once, ended once, in the agent's order.
         fresh = new.claim("ag", "a-new", tool="t", args={"n": 3}, args_digest="d3")
         assert fresh.status == "claimed"
+        assert [a.action_id for a in new.actions("ag", open_only=True)] == ["a-open", "a-new"]
         assert new.end("a-new", fresh.action.attempt, "done", result="ok") is True
+        assert [a.action_id for a in new.actions("ag", open_only=True)] == ["a-open"]
         assert new.end("a-new", fresh.action.attempt, "done", result="again") is False
         assert [a.action_id for a in new.actions("ag")] == ["a-done", "a-open", "a-new"]
 
