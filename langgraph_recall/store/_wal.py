@@ -32,6 +32,8 @@ log = logging.getLogger("langgraph_recall")
 # About 3 to 11 pages a commit in a tool loop: one checkpoint per 300 to 1100 pages, close to
 # SQLite's own 1000-page default, so the log stays the same size on disk and is reused.
 COMMITS_PER_CHECKPOINT = 100
+# Frames (pages) in the log past which a checkpoint makes sure the next writer starts it over.
+RESTART_AFTER_FRAMES = 2000
 
 
 class WalCheckpointer:
@@ -98,18 +100,21 @@ class WalCheckpointer:
     def _catch_up(self, conn: sqlite3.Connection) -> None:
         # SQLite starts the log again from its beginning (overwriting its pages: a third of the
         # cost of appending new ones on ext4 here) only when a writer begins with every frame
-        # already copied back. Writers keep committing while a pass copies, so: passes without
-        # any lock until one finds nothing new (they shrink fast), then one under this
-        # process's write lock, which copies the few frames that came in meanwhile (and syncs
-        # only if there were any). The next writer then restarts the log instead of growing
-        # the file (tight write loops would otherwise grow it for as long as they last).
+        # already copied back. Passes without any lock until one finds nothing new (writers
+        # keep committing meanwhile; the passes shrink fast): in a run with any pause between
+        # commits, the next writer then starts the log over.
+        logged = 0
         for _ in range(8):
             busy, logged, copied = _passive(conn)
             if busy:
                 return
             if copied >= logged:
                 break
-        if self._write_lock.acquire(timeout=1.0):
+        # Writers that never pause (a bulk import, a tight loop) would grow the file for as long
+        # as they last: past a bound, one pass under this process's write lock, so none of them
+        # adds a frame meanwhile. It waits for the syncs the copied frames need (a millisecond
+        # or two here), which is why it is not done every time.
+        if logged >= RESTART_AFTER_FRAMES and self._write_lock.acquire(timeout=1.0):
             try:
                 _passive(conn)
             finally:
