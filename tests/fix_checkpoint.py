@@ -13,6 +13,7 @@ Every node execution is appended (and fsynced) to a log file, so counts survive 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import queue
@@ -75,11 +76,21 @@ def step_graph(
         if k == plan.get("stop_at"):
             # Freeze between store transactions: a process frozen inside one would hold its
             # row locks, a different failure (the store's, not the lease's) than tested here.
+            # So: flush the recorder, and freeze holding this process's write locks (the
+            # store's, shared with the same-database saver on SQLite, and the saver's own),
+            # which its background writers (the async checkpoint put, the lease renewer) take
+            # before they begin a transaction. A PostgreSQL renewal caught inside a
+            # transaction anyway is ended by the server (idle_in_transaction_session_timeout).
             from langgraph_recall._context import checkpointer_of
 
-            checkpointer_of(config)._shared.recorder.flush(timeout=30)
-            # Thread-directed, so this very thread stops here (see _faults.fault_point).
-            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+            saver = checkpointer_of(config)
+            saver._shared.recorder.flush(timeout=30)
+            with contextlib.ExitStack() as held:
+                for lock in (getattr(saver.store._db, "write_lock", None), saver.inner.lock):
+                    if lock is not None:
+                        held.enter_context(lock)
+                # Thread-directed, so this very thread stops here (see _faults.fault_point).
+                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
         if k == plan.get("fail_at"):
             raise RuntimeError(f"step {k} failed on purpose")
         if k == plan.get("interrupt_at"):
