@@ -75,7 +75,13 @@ SETTINGS = {
     "sqlite-power": "SQLite WAL, synchronous=FULL: every commit is fsynced and survives power "
     'loss. `RecallStore.open(path, durability="power")`; the bare SqliteSaver gets the same PRAGMA.',
     "postgres": "PostgreSQL on 127.0.0.1 with the server's settings (synchronous_commit=on, "
-    "fsync=on): every commit is flushed to the server's WAL before it returns.",
+    "fsync=on): every commit is flushed to the server's WAL before it returns. RecallStore's "
+    "default on PostgreSQL.",
+    "postgres-process": "PostgreSQL on 127.0.0.1, synchronous_commit=off on every connection "
+    "of the group (the bare saver, call4agents' ledger, the floor, and langgraph-recall's "
+    '`durability="process"`): a commit returns once the server has it in memory, so it '
+    "survives any client process being killed; the server's last ~0.6 s of commits can be "
+    "lost if the server itself crashes.",
 }
 C4A_NOTE = (
     "call4agents' SQLite ledger always runs synchronous=FULL (it has no setting), so in the "
@@ -87,9 +93,10 @@ TITLES = {
     "sqlite": "SQLite, durability 'process' (WAL + synchronous=NORMAL)",
     "sqlite-power": "SQLite, durability 'power' (WAL + synchronous=FULL)",
     "postgres": "PostgreSQL (local server, loopback)",
+    "postgres-process": "PostgreSQL, durability 'process' (synchronous_commit=off)",
 }
 # Issue 7: the added cost per durable tool call must stay under these (milliseconds).
-TARGET_MS = {"sqlite": 0.25, "sqlite-power": None, "postgres": 0.6}
+TARGET_MS = {"sqlite": 0.25, "sqlite-power": None, "postgres": 0.6, "postgres-process": 0.6}
 
 PLAIN = "ToolNode + bare saver"
 C4A = "call4agents adapter + bare saver"
@@ -206,15 +213,19 @@ def pg_database(admin: str, tag: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def pg_schema(dsn: str, schema: str) -> str:
-    """Create ``schema`` and return the DSN whose ``search_path`` is it."""
+def pg_schema(dsn: str, schema: str, synchronous_commit: str | None = None) -> str:
+    """Create ``schema`` and return the DSN whose ``search_path`` is it (and whose sessions
+    use ``synchronous_commit``, if given)."""
     import psycopg
 
     schema = schema.lower()  # search_path folds case; the quoted CREATE would not
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     sep = "&" if "?" in dsn else "?"
-    return f"{dsn}{sep}options=" + urllib.parse.quote(f"-csearch_path={schema}")
+    options = f"-csearch_path={schema}"
+    if synchronous_commit is not None:
+        options += f" -csynchronous_commit={synchronous_commit}"
+    return f"{dsn}{sep}options=" + urllib.parse.quote(options)
 
 
 def sqlite_floor(path: str, synchronous: str, setting: str, calls: int) -> Case:
@@ -453,21 +464,28 @@ def build(args: argparse.Namespace, tmp: str, stack: ExitStack) -> list[Group]:
         )
     if args.pg:
         dsn = stack.enter_context(pg_database(args.pg, "loop"))
-        setting = "PG sync commit"
-        store = stack.enter_context(RecallStore.open(pg_schema(dsn, "recall")))
-        groups.append(
-            build_group(
-                "postgres",
-                setting,
-                bare=postgres_saver(pg_schema(dsn, "bare"), stack),
-                store=store,
-                ledger=c4a_ledger(pg_schema(dsn, "c4a")),
-                ledger_normal=None,
-                floor=pg_floor(pg_schema(dsn, "floor"), setting, floor_calls // 2, stack),
-                calls=args.calls,
-                per_round=args.per_round,
+        for name, setting, durability, commit, suffix in (
+            ("postgres", "PG sync commit", None, None, ""),
+            ("postgres-process", "PG synchronous_commit=off", "process", "off", "_process"),
+        ):
+            store = stack.enter_context(
+                RecallStore.open(pg_schema(dsn, "recall" + suffix), durability=durability)
             )
-        )
+            groups.append(
+                build_group(
+                    name,
+                    setting,
+                    bare=postgres_saver(pg_schema(dsn, "bare" + suffix, commit), stack),
+                    store=store,
+                    ledger=c4a_ledger(pg_schema(dsn, "c4a" + suffix, commit)),
+                    ledger_normal=None,
+                    floor=pg_floor(
+                        pg_schema(dsn, "floor" + suffix, commit), setting, floor_calls // 2, stack
+                    ),
+                    calls=args.calls,
+                    per_round=args.per_round,
+                )
+            )
     return groups
 
 

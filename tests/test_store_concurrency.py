@@ -148,3 +148,51 @@ def test_many_processes_opening_a_fresh_database_at_once_agree(
         with RecallStore.open(target) as store:
             assert store._secret.hex() == results[0]
             assert len(store.search(("opened",), limit=100)) == 8
+
+
+# --- a process frozen inside a transaction (PostgreSQL) -------------------------------------
+
+
+def test_postgres_ends_the_transaction_of_a_frozen_process_so_a_takeover_goes_through(
+    pg_dsn: str,
+) -> None:
+    # A holds the agent's lease and freezes (SIGSTOP) inside a transaction that has the lease
+    # row locked. Without idle_in_transaction_session_timeout, B's takeover after the lease
+    # expired would wait on that row lock for as long as A stays frozen.
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import threading
+    import time
+
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        from langgraph_recall.store import _db
+        _db.IDLE_IN_TRANSACTION_TIMEOUT = 1.0  # seconds, for the test
+        from langgraph_recall import RecallStore
+        store = RecallStore.open({pg_dsn!r})
+        store.acquire_lease("agent", "A", ttl=0.5)
+        with store._db.tx(write=True) as tx:
+            tx.run("SELECT epoch FROM recall_leases WHERE agent_id = 'agent' FOR UPDATE")
+            print("locked", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+        """
+    )
+    a = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert a.stdout is not None and a.stdout.readline().strip() == "locked"
+        time.sleep(0.6)  # A's lease has expired; its transaction still holds the row
+        with RecallStore.open(pg_dsn) as store:
+            taken: list[Any] = []
+            b = threading.Thread(target=lambda: taken.append(store.acquire_lease("agent", "B", 30)))
+            started = time.monotonic()
+            b.start()
+            b.join(20)
+            assert taken, "B's takeover still waits on the frozen process's row lock"
+            assert taken[0].holder == "B" and taken[0].epoch == 2
+            assert time.monotonic() - started < 10
+    finally:
+        a.send_signal(signal.SIGKILL)
+        a.wait(10)

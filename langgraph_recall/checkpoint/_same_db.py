@@ -46,7 +46,7 @@ def same_database_saver(store: RecallStore) -> BaseCheckpointSaver:
         # Its commits also count towards the store's background WAL checkpoints (``_wal``).
         saver.lock = CountingLock(db.write_lock, db.wal.committed)  # type: ignore[attr-defined]
         return saver
-    return _postgres_saver(db.dsn)
+    return _postgres_saver(db.dsn, db.configure)
 
 
 def is_fenced(saver: Any) -> bool:
@@ -120,7 +120,7 @@ def _pg_setup_once(conn: Any, saver: Any) -> None:
         conn.execute(f"SELECT pg_advisory_unlock({PG_FENCE_LOCK})")
 
 
-def _postgres_saver(dsn: str) -> BaseCheckpointSaver:
+def _postgres_saver(dsn: str, configure: Callable[[Any], None]) -> BaseCheckpointSaver:
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
@@ -137,6 +137,7 @@ def _postgres_saver(dsn: str) -> BaseCheckpointSaver:
         min_size=1,
         max_size=2,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        configure=configure,  # the store's session settings (its durability)
         open=True,
         name="langgraph-recall-checkpoints",
     )

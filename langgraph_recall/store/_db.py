@@ -22,6 +22,12 @@ from ._wal import WalCheckpointer
 
 Row = tuple[Any, ...]
 
+# PostgreSQL: seconds a session of ours may sit inside a transaction without a statement
+# before the server ends it (see PostgresDatabase.configure).
+IDLE_IN_TRANSACTION_TIMEOUT = 10.0
+
+_TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK), without importing it
+
 # The database's own clock, in seconds since the epoch, so that several machines sharing one
 # PostgreSQL server agree on lease expiry even when their clocks drift.
 _NOW: dict[Dialect, str] = {
@@ -41,11 +47,11 @@ class Tx:
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         cur = self._cur.execute(self._db.sql(sql), self._p(params))
-        return list(cur.fetchall()) if cur.description else []
+        return list(cur.fetchall()) if self._db.has_rows(cur) else []
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         cur = self._cur.execute(self._db.sql(sql), self._p(params))
-        return cur.fetchone() if cur.description else None
+        return cur.fetchone() if self._db.has_rows(cur) else None
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         return int(self._cur.execute(self._db.sql(sql), self._p(params)).rowcount)
@@ -95,6 +101,11 @@ class Database(ABC):
 
     @abstractmethod
     def _open(self, write: bool) -> Any: ...
+
+    @staticmethod
+    def has_rows(cur: Any) -> bool:
+        """Whether the statement just run returns rows (SELECT, RETURNING), not a count."""
+        return cur.description is not None
 
     @abstractmethod
     def close(self) -> None: ...
@@ -366,8 +377,18 @@ class PostgresDatabase(Database):
 
     dialect: Dialect = "postgres"
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 8) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        synchronous_commit: str | None = None,
+    ) -> None:
         super().__init__()
+        # None: the server's own setting. "off": a commit returns once it is in the server's
+        # memory (it survives any client process dying, not the server crashing).
+        self.synchronous_commit = synchronous_commit
         try:
             import psycopg
             from psycopg_pool import ConnectionPool
@@ -387,6 +408,7 @@ class PostgresDatabase(Database):
                 min_size=min_size,
                 max_size=max_size,
                 kwargs={"autocommit": True},
+                configure=self.configure,
                 open=True,
                 name="langgraph-recall",
             )
@@ -397,6 +419,28 @@ class PostgresDatabase(Database):
                 "Check the DSN and that the server is running.",
                 code="database",
             ) from exc
+
+    def configure(self, conn: Any) -> None:
+        """Session settings of every connection langgraph-recall opens on this database (the
+        store's pool and the same-database saver's)."""
+        # A process frozen inside one of our transactions (SIGSTOP, a suspended VM, a long GC
+        # pause) keeps its row locks: the fencing trigger's share lock on the agent's lease row
+        # would make the next holder's takeover wait for as long as the freeze lasts. None of
+        # our transactions idles between statements while its process runs, so the server
+        # ends such a session after a while; the frozen holder's late commit then fails.
+        conn.execute(
+            f"SET idle_in_transaction_session_timeout = {int(IDLE_IN_TRANSACTION_TIMEOUT * 1000)}"
+        )
+        if self.synchronous_commit is not None:
+            # Session settings, not the DSN's ``options``: those stay the user's.
+            conn.execute(f"SET synchronous_commit = {self.synchronous_commit}")
+
+    @staticmethod
+    def has_rows(cur: Any) -> bool:
+        # Not ``cur.description``: psycopg builds a Column object per column on every access,
+        # about 40 µs for a RETURNING of an action's columns, twice per durable call.
+        result = cur.pgresult
+        return result is not None and result.status == _TUPLES_OK
 
     @contextmanager
     def _open(self, write: bool) -> Iterator[Tx]:

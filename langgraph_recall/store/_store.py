@@ -101,7 +101,7 @@ class RecallStore(BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         output_threshold: int = DEFAULT_OUTPUT_THRESHOLD,
-        durability: str = "process",
+        durability: str | None = None,
         busy_timeout: float = 30.0,
         pool_size: int = 8,
     ) -> RecallStore:
@@ -116,10 +116,17 @@ class RecallStore(BaseStore):
                 ``sweep_interval_minutes``).
             output_threshold: turns and results longer than this many characters are stored
                 whole as outputs and referenced by id from the briefing.
-            durability: SQLite only. ``"process"`` (default, WAL with synchronous=NORMAL):
-                every commit survives the process being killed; the last commits may be lost
-                if the machine loses power. ``"power"`` (synchronous=FULL): every commit is
-                fsynced and survives power loss, at several times the cost per commit.
+            durability: what a commit of langgraph-recall's (records, leases, and the
+                checkpoints of ``store.checkpointer()``) survives once it returns.
+                ``"process"``: any process of the application being killed. SQLite: WAL with
+                synchronous=NORMAL, the last commits may be lost if the machine loses power.
+                PostgreSQL: ``synchronous_commit=off`` on langgraph-recall's connections, the
+                last ~0.6 s of commits may be lost if the database server crashes.
+                ``"power"``: also power loss (SQLite synchronous=FULL; PostgreSQL
+                ``synchronous_commit=on``), at the cost of a disk flush per commit.
+                Default: ``"process"`` on SQLite (the file lives with the one machine whose
+                processes it guards); on PostgreSQL the server's own ``synchronous_commit``
+                (normally on), because a shared server is what several machines rely on.
 
         Raises:
             RecallError: ``records_missing`` if a SQLite database was deleted or swapped while
@@ -127,8 +134,17 @@ class RecallStore(BaseStore):
         """
         text = os.fspath(target) if target is not None else default_target()
         db: Database
+        if durability not in (None, "process", "power"):
+            raise RecallError(
+                f"durability must be 'process' or 'power', got {durability!r}",
+                code="invalid_value",
+            )
         if is_postgres_target(text):
-            db = PostgresDatabase(text, max_size=pool_size)
+            db = PostgresDatabase(
+                text,
+                max_size=pool_size,
+                synchronous_commit={None: None, "process": "off", "power": "on"}[durability],
+            )
             try:
                 db.migrate()
                 key = postgres_secret(db, secret)
@@ -136,11 +152,6 @@ class RecallStore(BaseStore):
                 db.close()
                 raise
         else:
-            if durability not in ("process", "power"):
-                raise RecallError(
-                    f"durability must be 'process' or 'power', got {durability!r}",
-                    code="invalid_value",
-                )
             path = sqlite_path(text)
             parent = os.path.dirname(os.path.abspath(path))
             if not os.path.isdir(parent):
