@@ -219,3 +219,30 @@ def test_a_real_jupyter_kernel(store_target: str) -> None:
     assert outputs[3].split() == ["1", "1"]
     with RecallStore.open(store_target) as store:
         assert [t.msg_id for t in store.turns("nb-agent")] == ["1"]
+
+
+def test_closing_the_store_closes_its_checkpointers_and_their_connections(
+    store_target: str,
+) -> None:
+    # store.close() used to leave store.checkpointer()'s own connections (and its leases)
+    # open until the checkpointer itself was closed.
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    store = RecallStore.open(store_target)
+    saver = store.checkpointer()
+    held = saver._shared.keeper.acquire("agent")
+    assert store.lease("agent") is not None and store.lease("agent").holder == saver.holder
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    saver.inner.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    store.close()
+    # The lease was released before the connections closed: the next process starts at once.
+    with RecallStore.open(store_target) as again:
+        lease = again.lease("agent")
+        assert lease is not None and lease.epoch == held.epoch and lease.expires_at == 0
+    inner = saver.inner
+    if store.dialect == "sqlite":
+        with pytest.raises(Exception, match="closed"):
+            inner.conn.execute("SELECT 1")
+    else:
+        assert inner.conn.closed  # the PostgresSaver's pool
+    saver.close()  # closing it again is harmless

@@ -125,6 +125,9 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             store=store, inner=inner, keeper=keeper, recorder=recorder, messages_key=messages_key
         )
         self._shared = _Shared(keeper, recorder, runs)
+        tracked = getattr(store, "_checkpointers", None)
+        if tracked is not None:
+            tracked.add(self)  # store.close() closes this too
 
     @property
     def holder(self) -> str:

@@ -9,8 +9,10 @@ calls happen while a loop is running, which LangGraph's own async stores refuse)
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable, Container, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,6 +36,8 @@ from . import _items, _records
 from ._db import Database, PostgresDatabase, SqliteDatabase, is_postgres_target, sqlite_path
 from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView, UndoReport
 from ._secret import postgres_secret, sqlite_secret
+
+log = logging.getLogger("langgraph_recall")
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -87,6 +91,9 @@ class RecallStore(BaseStore):
         self._closed = False
         # Tool undo functions registered by DurableToolNode / RecallMiddleware (name -> fn).
         self._undo_registry: dict[str, Callable[..., Any]] = {}
+        # RecallCheckpointers on this store: close() closes them first (their leases, pending
+        # turns and, for store.checkpointer(), the saver's own connections need the store).
+        self._checkpointers: weakref.WeakSet[Any] = weakref.WeakSet()
         if ttl and ttl.get("sweep_interval_minutes"):
             self.start_ttl_sweeper()
 
@@ -189,9 +196,16 @@ class RecallStore(BaseStore):
         return self._db.target
 
     def close(self) -> None:
-        """Stop the TTL sweeper and close every connection. Safe to call twice."""
+        """Close the checkpointers on this store (releasing their leases and writing their
+        pending turns), stop the TTL sweeper and close every connection, the same-database
+        saver's included. Safe to call twice."""
         if self._closed:
             return
+        for checkpointer in list(self._checkpointers):
+            try:
+                checkpointer.close()
+            except Exception as exc:  # keep closing: the connections must not leak
+                log.warning("closing a checkpointer of this store failed: %s", exc)
         self._closed = True
         self.stop_ttl_sweeper()
         self._db.close()
