@@ -201,6 +201,48 @@ MUTATIONS = [
         "        if False:\n",
         ("tests/test_store_wal.py::test_a_long_run_of_commits_keeps_the_log_small",),
     ),
+    Mutation(
+        "cursor_close",
+        "SQLite: a transaction's cursor closes on exit, so no idle connection pins the log",
+        "langgraph_recall/store/_db.py",
+        "            self._cur.close()\n",
+        "            pass\n",
+        (
+            "tests/test_store_wal.py::test_a_finished_read_leaves_no_snapshot_that_stops_a_checkpoint",
+        ),
+    ),
+    Mutation(
+        "rowless",
+        "schema v2: the action tables are rebuilt without rowid, every record kept",
+        "langgraph_recall/store/_schema.py",
+        "    new = replace(table, without_rowid=True)\n",
+        "    new = table\n",
+        ("tests/test_store_schema.py::-k::v1_file",),
+    ),
+    Mutation(
+        "pg_durability",
+        "PostgreSQL durability: the chosen synchronous_commit reaches every connection of ours",
+        "langgraph_recall/store/_db.py",
+        "        if self.synchronous_commit is not None:\n",
+        "        if False:\n",
+        ("tests/test_store_durability.py::-k::reaches",),
+    ),
+    Mutation(
+        "pg_idle_timeout",
+        "PostgreSQL: a frozen process's transaction is ended, so a lease takeover goes through",
+        "langgraph_recall/store/_db.py",
+        '        conn.execute(\n            f"SET idle_in_transaction_session_timeout',
+        '        0 and conn.execute(\n            f"SET idle_in_transaction_session_timeout',
+        ("tests/test_store_concurrency.py::-k::frozen_process",),
+    ),
+    Mutation(
+        "store_close",
+        "store.close() closes its checkpointers first: leases released, connections closed",
+        "langgraph_recall/store/_store.py",
+        "        for checkpointer in list(self._checkpointers):\n",
+        "        for checkpointer in []:\n",
+        ("tests/test_store_contexts.py::-k::closes_its_checkpointers",),
+    ),
 ]
 
 

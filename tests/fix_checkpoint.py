@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import json
 import os
 import queue
@@ -108,6 +109,19 @@ def step_graph(
     g.add_node("step", step)
     g.add_edge(START, "step")
     g.add_conditional_edges("step", more, ["step", END])
+    return g
+
+
+def chain(state: Any, *nodes: tuple[str, Any]) -> Any:
+    """A StateGraph (not compiled) running ``nodes`` (name, function) one after the other."""
+    from langgraph.graph import END, START, StateGraph
+
+    g = StateGraph(state)
+    for name, fn in nodes:
+        g.add_node(name, fn)
+    names = [START, *(name for name, _ in nodes), END]
+    for a, b in itertools.pairwise(names):
+        g.add_edge(a, b)
     return g
 
 

@@ -8,10 +8,10 @@ import time
 from typing import Any
 
 import pytest
-from fix_checkpoint import State, config, turn_input
+from fix_checkpoint import State, chain, config, turn_input
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
 from langgraph_recall._context import checkpointer_of
@@ -64,13 +64,7 @@ def barrier_graph(seen: list[tuple[bool, bool]], *, use_async: bool = False) -> 
         await asyncio.to_thread(check, config, runtime, ok)
         return {"n": 2}
 
-    g = StateGraph(State)
-    g.add_node("first", first)
-    g.add_node("second", asecond if use_async else second)
-    g.add_edge(START, "first")
-    g.add_edge("first", "second")
-    g.add_edge("second", END)
-    return g
+    return chain(State, ("first", first), ("second", asecond if use_async else second))
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
@@ -132,11 +126,8 @@ def test_current_epoch_is_the_lease_epoch_during_a_run(store: RecallStore) -> No
         during.append(checkpointer_of(config).current_epoch("agent-1"))
         return {"n": 1}
 
-    g = StateGraph(State)
-    g.add_node("node", node)
-    g.add_edge(START, "node")
-    g.add_edge("node", END)
-    g.compile(checkpointer=cp, store=store).invoke(turn_input("go", 1), config("t1", "agent-1"))
+    graph = chain(State, ("node", node)).compile(checkpointer=cp, store=store)
+    graph.invoke(turn_input("go", 1), config("t1", "agent-1"))
     lease = store.lease("agent-1")
     assert lease is not None and during == [lease.epoch]
     assert cp.current_epoch("agent-1") is None  # the run ended: nothing held

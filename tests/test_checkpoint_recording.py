@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fix_checkpoint import (
     Worker,
+    chain,
     config,
     history,
     recorded_ids,
@@ -161,7 +162,7 @@ def test_unrecorded_turns_are_recorded_before_the_next_runs_first_node(
 
 def _remove_then_add_graph() -> Any:
     """START -> draft (adds "draft") -> final (removes "draft", adds "final") -> END."""
-    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.graph import MessagesState
 
     def draft(state: MessagesState) -> dict[str, Any]:
         return {"messages": [AIMessage("a draft", id="draft")]}
@@ -169,13 +170,7 @@ def _remove_then_add_graph() -> Any:
     def final(state: MessagesState) -> dict[str, Any]:
         return {"messages": [RemoveMessage(id="draft"), AIMessage("the answer", id="final")]}
 
-    g = StateGraph(MessagesState)
-    g.add_node("draft", draft)
-    g.add_node("final", final)
-    g.add_edge(START, "draft")
-    g.add_edge("draft", "final")
-    g.add_edge("final", END)
-    return g
+    return chain(MessagesState, ("draft", draft), ("final", final))
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from fix_checkpoint import chain
 from langchain_core.messages import HumanMessage
-from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
@@ -168,13 +168,7 @@ def _sync_node(state: _State, runtime: Runtime) -> dict[str, Any]:
 
 
 async def test_a_graph_uses_the_store_under_ainvoke(store: RecallStore) -> None:
-    builder = StateGraph(_State)
-    builder.add_node("write", _async_node)
-    builder.add_node("read", _sync_node)
-    builder.add_edge(START, "write")
-    builder.add_edge("write", "read")
-    builder.add_edge("read", END)
-    graph = builder.compile(store=store)
+    graph = chain(_State, ("write", _async_node), ("read", _sync_node)).compile(store=store)
     out = await graph.ainvoke({"n": 5, "seen": []})
     assert out["seen"] == [5]
     out = await graph.ainvoke({"n": 6, "seen": out["seen"]})

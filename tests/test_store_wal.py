@@ -107,3 +107,21 @@ def _wait_for(cond: object, timeout: float = 10.0, raise_: bool = True) -> bool:
     if raise_:
         raise AssertionError("the background checkpoint did not run")
     return False
+
+
+def test_a_finished_read_leaves_no_snapshot_that_stops_a_checkpoint(tmp_path: Path) -> None:
+    # A read that fetches one row of several keeps its statement (and a snapshot of the log)
+    # open for as long as its cursor lives. The store's transactions close their cursor on the
+    # way out, so a pooled connection back in the pool holds nothing: a checkpoint from
+    # another connection copies every frame written since.
+    path = tmp_path / "r.db"
+    with RecallStore.open(path) as store:
+        _claim(store, 5)
+        with store._db.tx() as tx:
+            assert tx.one("SELECT action_id FROM recall_actions") is not None  # 1 row of 5
+        # ``tx`` (and so its cursor) is still referenced here, as in the store's own methods.
+        _claim(store, 5)
+        with sqlite3.connect(path) as other:
+            busy, logged, copied = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert (busy, copied) == (0, logged), (busy, logged, copied)
+        del tx

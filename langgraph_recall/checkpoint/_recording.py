@@ -240,7 +240,8 @@ class Recorder:
 
     def write_now(self, agent_id: str, thread_id: str | None, messages: list[BaseMessage]) -> None:
         """Write ``messages`` on the calling thread, as the background writer would (a failure
-        warns; the checkpoints still hold them). Flush the agent's earlier jobs first."""
+        warns; the checkpoints still hold them). The caller flushes the agent's earlier jobs
+        first (``flush``), so the order is kept."""
         if messages:
             self._write(_Job(agent_id, thread_id, messages))
 

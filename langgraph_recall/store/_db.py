@@ -327,11 +327,11 @@ class _SqliteTx:
 
     def __exit__(self, et: Any, exc: Any, tb: Any) -> None:
         conn = self._conn
-        # A read whose last row was never fetched keeps its statement, and so a snapshot of
-        # the log, open until the cursor goes: an idle pooled connection would then stop
-        # checkpoints from copying past that snapshot and the log from starting over.
-        self._cur.close()
         try:
+            # A read whose last row was never fetched keeps its statement, and so a snapshot of
+            # the log, open until the cursor goes: an idle pooled connection would then stop
+            # checkpoints from copying past that snapshot and the log from starting over.
+            self._cur.close()
             if self._write:
                 if et is None:
                     conn.execute("COMMIT")

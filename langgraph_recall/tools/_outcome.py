@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
@@ -75,16 +75,17 @@ def needs_output(store: RecallStore, out: Output) -> bool:
 
 def to_record(store: RecallStore, agent_id: str, out: Output) -> Output:
     """The form of ``out`` kept in the action's record (large text moved to an output)."""
-    if isinstance(out, ToolMessage) and isinstance(out.content, str):
-        if needs_output(store, out):
-            ref = store.put_output(agent_id, out.content)
-            return out.model_copy(
-                update={
-                    "content": f"[output {ref}: {len(out.content)} characters]",
-                    "additional_kwargs": {**out.additional_kwargs, OUTPUT_REF: ref},
-                }
-            )
-    return out
+    if not needs_output(store, out):
+        return out
+    message = cast(ToolMessage, out)
+    text = cast(str, message.content)
+    ref = store.put_output(agent_id, text)
+    return message.model_copy(
+        update={
+            "content": f"[output {ref}: {len(text)} characters]",
+            "additional_kwargs": {**message.additional_kwargs, OUTPUT_REF: ref},
+        }
+    )
 
 
 def from_record(
