@@ -243,6 +243,14 @@ MUTATIONS = [
         "        for checkpointer in []:\n",
         ("tests/test_store_contexts.py::-k::closes_its_checkpointers",),
     ),
+    Mutation(
+        "warm_read",
+        "SQLite: a read on the hot path never waits for another thread's write in progress",
+        "langgraph_recall/store/_db.py",
+        "            self._locked = db.write_lock.acquire(blocking=False)\n",
+        "            self._locked = db.write_lock.acquire()\n",
+        ("tests/test_store_writer.py::-k::does_not_wait",),
+    ),
 ]
 
 

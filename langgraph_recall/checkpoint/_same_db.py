@@ -1,10 +1,10 @@
 """LangGraph's own saver on the store's database, with the fencing trigger installed.
 
-``same_database_saver(store)`` returns a ``SqliteSaver`` (its own ``sqlite3`` connection on the
-store's file) or a ``PostgresSaver`` (its own small psycopg pool on the store's DSN, so the
-same schema). Because ``checkpoints`` and ``recall_leases`` then share one database, the
+``same_database_saver(store)`` returns a ``SqliteSaver`` (on the store's own writers'
+connection, see ``SqliteDatabase``) or a ``PostgresSaver`` (its own small psycopg pool on the
+store's DSN, so the same schema). Because ``checkpoints`` and ``recall_leases`` then share one database, the
 trigger in ``_fence`` refuses a stale holder's write inside the write's own transaction: this
-is what makes ``store.checkpointer()`` exact. The saver's connections belong to it; close them
+is what makes ``store.checkpointer()`` exact. A PostgreSQL saver's pool belongs to it; close it
 with ``close_same_database_saver`` (``RecallCheckpointer.close()`` does).
 """
 
@@ -37,15 +37,7 @@ def same_database_saver(store: RecallStore) -> BaseCheckpointSaver:
     """
     db: Any = store._db
     if db.dialect == "sqlite":
-        saver = _sqlite_saver(db.path, db.busy_timeout, db.synchronous)
-        # One writer at a time in this process, saver and store alike. The saver's connection
-        # would otherwise meet the store's BEGIN IMMEDIATE at SQLite's file lock, whose busy
-        # handler sleeps 1, 2, 5... ms before retrying: a stall and two thread switches on
-        # a collision that a lock hand-over settles in microseconds. Re-entrant, so a store
-        # call made while the saver holds it (or the reverse, on one thread) cannot deadlock.
-        # Its commits also count towards the store's background WAL checkpoints (``_wal``).
-        saver.lock = CountingLock(db.write_lock, db.wal.committed)  # type: ignore[attr-defined]
-        return saver
+        return _sqlite_saver(db)
     return _postgres_saver(db.dsn, db.configure)
 
 
@@ -67,27 +59,37 @@ def close_same_database_saver(saver: Any) -> None:
         closer()
 
 
-def _sqlite_saver(path: str, busy_timeout: float, synchronous: str) -> BaseCheckpointSaver:
+def _sqlite_saver(db: Any) -> BaseCheckpointSaver:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    # Writes come from LangGraph's executor threads; SqliteSaver serialises them with its lock.
-    conn = sqlite3.connect(path, check_same_thread=False, timeout=busy_timeout)
-    try:
-        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
-        saver = SqliteSaver(conn)
-        saver.setup()
-        # Same durability as the store's own commits (the store's ``durability`` option).
-        conn.execute(f"PRAGMA synchronous={synchronous}")
-        # Checkpoints run on the store's WAL thread, not inside a checkpoint write (``_wal``).
-        conn.execute("PRAGMA wal_autocheckpoint=0")
-        install_sqlite_fence(conn)
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise RecallError(
-            f"cannot prepare LangGraph's checkpoint tables in {path}: {exc}", code="database"
-        ) from exc
-    _OWNED[saver] = conn.close
+    # The saver writes on the store's writers' connection, under the store's write lock (see
+    # ``SqliteDatabase``): one writer at a time in this process, saver and store alike, and the
+    # pages one of them just wrote still cached for the other. SqliteSaver holds its lock
+    # around every use of its connection, reads included, which is what sharing it needs.
+    # Re-entrant, so a store call made while the saver holds it (or the reverse, on one
+    # thread) cannot deadlock. Its commits count towards the store's background WAL
+    # checkpoints (``_wal``). The connection stays the store's: ``store.close()`` closes it.
+    lock = CountingLock(db.write_lock, db.wal.committed)
+    with lock:
+        conn = db.writer()
+        try:
+            saver = SqliteSaver(conn)
+            saver.setup()
+            install_sqlite_fence(conn)
+        except sqlite3.DatabaseError as exc:
+            if conn.in_transaction:
+                conn.rollback()
+            raise RecallError(
+                f"cannot prepare LangGraph's checkpoint tables in {db.path}: {exc}",
+                code="database",
+            ) from exc
+    saver.lock = lock  # type: ignore[assignment]
+    _OWNED[saver] = _nothing_to_close
     return saver
+
+
+def _nothing_to_close() -> None:
+    """A SQLite saver's connection is the store's: closed with the store."""
 
 
 def _pg_ready(conn: Any, migrations: int) -> bool:

@@ -510,7 +510,7 @@ class RecallStore(BaseStore):
             if first is not None:
                 return first
         if prev is None:  # SQLite; or PostgreSQL lost a race for attempt 1: read it now
-            with self._db.tx() as tx:
+            with self._db.tx(warm=True) as tx:
                 prev = _records.latest_action(tx, action_id)
         settled = _records.settled_claim(prev, action_id, args_digest)
         if settled is not None:

@@ -1,0 +1,104 @@
+"""SQLite: every write of the process on one connection, the same-database saver's included.
+
+SQLite drops a connection's whole page cache when a transaction starts after another
+connection changed the file, so the store and the saver used to start each other's writes
+cold. These tests pin down what sharing one connection must not break: the saver writes on the
+store's connection, a read on the hot path never waits for a write in progress (it falls back
+to a pooled connection) and never sees that write before it commits, and a write that fails
+leaves the connection clean for the next writer.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_recall import RecallStore
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _claim(store: RecallStore, action_id: str) -> str:
+    return store.claim(
+        "agent", action_id, tool="send", args={"to": "a"}, args_digest="d" * 64
+    ).status
+
+
+def test_the_same_database_saver_writes_on_the_stores_connection(tmp_path: Path) -> None:
+    with RecallStore.open(tmp_path / "r.db") as store:
+        saver = store.checkpointer()
+        try:
+            writer = store._db.writer()
+            assert saver.inner.conn is writer
+            # Interleaved, the two leave no transaction open on it.
+            assert _claim(store, "a1") == "claimed"
+            config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+            saver.inner.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+            assert not writer.in_transaction
+            store.end("a1", 1, "done", result="sent")
+            assert not writer.in_transaction
+            assert saver.inner.get_tuple(config) is not None
+            assert store.action("a1").status == "done"
+        finally:
+            saver.close()
+        # The checkpointer's close leaves the store's connection to the store.
+        assert _claim(store, "a2") == "claimed"
+
+
+def test_a_warm_read_does_not_wait_for_a_write_in_progress(tmp_path: Path) -> None:
+    with RecallStore.open(tmp_path / "r.db") as store:
+        assert _claim(store, "done-before") == "claimed"
+        store.end("done-before", 1, "done", result="ok")
+        inside, release = threading.Event(), threading.Event()
+        errors: list[BaseException] = []
+
+        def hold_a_write() -> None:
+            try:
+                with store._db.tx(write=True) as tx:
+                    tx.run("INSERT INTO recall_meta (key, value) VALUES ('uncommitted', 'x')")
+                    inside.set()
+                    assert release.wait(30)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+                inside.set()
+
+        holder = threading.Thread(target=hold_a_write)
+        holder.start()
+        try:
+            assert inside.wait(10)
+            # The repeat lookup of a finished call reads while the other thread's write
+            # transaction is open on the writers' connection: it is answered from a pooled
+            # connection, and it does not see the uncommitted row.
+            assert _claim(store, "done-before") == "done"
+            with store._db.tx(warm=True) as tx:
+                assert tx.one("SELECT value FROM recall_meta WHERE key = 'uncommitted'") is None
+            assert holder.is_alive() and not release.is_set()  # it was still writing
+        finally:
+            release.set()
+            holder.join(30)
+        assert not errors
+        with store._db.tx(warm=True) as tx:
+            assert tx.one("SELECT value FROM recall_meta WHERE key = 'uncommitted'") == ("x",)
+
+
+def test_a_failed_write_leaves_the_connection_clean_for_the_next(tmp_path: Path) -> None:
+    with RecallStore.open(tmp_path / "r.db") as store:
+        with pytest.raises(RuntimeError, match="boom"):
+            with store._db.tx(write=True) as tx:
+                tx.run("INSERT INTO recall_meta (key, value) VALUES ('rolled-back', 'x')")
+                raise RuntimeError("boom")
+        assert not store._db.writer().in_transaction
+        # A write refused by the database itself (the action tables are append-only).
+        assert _claim(store, "a1") == "claimed"
+        with pytest.raises(Exception, match="append-only"):
+            with store._db.tx(write=True) as tx:
+                tx.run("DELETE FROM recall_actions WHERE action_id = 'a1'")
+        assert not store._db.writer().in_transaction
+        assert _claim(store, f"a-{uuid.uuid4().hex}") == "claimed"
+        with store._db.tx() as tx:
+            assert tx.one("SELECT 1 FROM recall_meta WHERE key = 'rolled-back'") is None
+            assert tx.one("SELECT count(*) FROM recall_actions") == (2,)
