@@ -251,6 +251,14 @@ MUTATIONS = [
         "            self._locked = db.write_lock.acquire()\n",
         ("tests/test_store_writer.py::-k::does_not_wait",),
     ),
+    Mutation(
+        "pg_record_race",
+        "PostgreSQL: a one-statement recording that loses a race writes nothing and retries",
+        "langgraph_recall/store/_records.py",
+        "    except psycopg.errors.UniqueViolation:\n",
+        "    except ZeroDivisionError:\n",
+        ("tests/test_store_concurrency.py::-k::same_messages",),
+    ),
 ]
 
 

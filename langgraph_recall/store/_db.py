@@ -1,8 +1,9 @@
 """Thin sync drivers for the two engines: connections, transactions, statement dialect.
 
-Everything above this module writes SQL once, with ``?`` placeholders and a ``{now}`` token for
-the database clock; ``Database.sql`` renders it for the engine. The async API runs these sync
-drivers in a worker thread (see ``RecallStore._run``), so each piece of logic exists once.
+Everything above this module writes SQL once, with ``?`` placeholders (``{b}`` for one sent in
+binary on PostgreSQL) and a ``{now}`` token for the database clock; ``Database.sql`` renders it
+for the engine. The async API runs these sync drivers in a worker thread (see
+``RecallStore._run``), so each piece of logic exists once.
 """
 
 from __future__ import annotations
@@ -83,7 +84,11 @@ class Database(ABC):
         if out is None:
             out = sql.replace("{now}", _NOW[self.dialect])
             if self.dialect == "postgres":
-                out = out.replace("?", "%s")
+                # "{b}": a parameter sent in binary (an array of bytes or strings, say, which
+                # the text format would quote element by element).
+                out = out.replace("?", "%s").replace("{b}", "%b")
+            else:
+                out = out.replace("{b}", "?")
             self._sql_cache[sql] = out
         return out
 

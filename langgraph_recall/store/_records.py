@@ -102,16 +102,8 @@ def message_id(message: BaseMessage, occurrence: int) -> str:
     return f"h-{hashlib.sha256(data).hexdigest()[:24]}-{occurrence}"
 
 
-def record(
-    tx: Tx,
-    agent_id: str,
-    messages: Sequence[BaseMessage],
-    *,
-    thread_id: str | None,
-    output_threshold: int,
-) -> int:
-    if not messages:
-        return 0
+def _message_ids(messages: Sequence[BaseMessage]) -> list[str]:
+    """Each message's id (own, or derived from its content), checking that they are messages."""
     ids: list[str] = []
     seen: dict[str, int] = {}
     for m in messages:
@@ -128,6 +120,20 @@ def record(
         n = seen.get(base, 0)
         seen[base] = n + 1
         ids.append(f"{base}-{n}")
+    return ids
+
+
+def record(
+    tx: Tx,
+    agent_id: str,
+    messages: Sequence[BaseMessage],
+    *,
+    thread_id: str | None,
+    output_threshold: int,
+) -> int:
+    if not messages:
+        return 0
+    ids = _message_ids(messages)
     touch_agent(tx, agent_id)
     existing: set[str] = set()
     unique = list(dict.fromkeys(ids))
@@ -179,6 +185,79 @@ def record(
         rows,
     )
     return len(fresh)
+
+
+def record_pg(
+    tx: Tx,
+    agent_id: str,
+    messages: Sequence[BaseMessage],
+    *,
+    thread_id: str | None,
+    output_threshold: int,
+) -> int | None:
+    """PostgreSQL: ``record`` as ONE statement, run outside a transaction (it commits alone).
+
+    ``record`` takes six round trips there (BEGIN, the agent row, the ids already recorded,
+    the sequence numbers, the rows, COMMIT), each a pool checkout and a wait on the server.
+    Here the messages go as arrays; which are new, their numbers and the agent's count are
+    worked out by the server in the one statement, all or nothing.
+
+    Returns None, having written nothing, when this statement cannot decide alone: a message
+    large enough to go to the outputs table, or a concurrent recorder of the same agent that
+    committed some of these messages after this statement's snapshot (the unique index then
+    refuses the whole statement). The caller then runs ``record``, which locks the agent row
+    before it reads.
+    """
+    import psycopg
+
+    if not messages:
+        return 0
+    ids = _message_ids(messages)
+    batch: dict[str, tuple[str, str, bytes]] = {}  # first occurrence of each id, in order
+    for mid, m in zip(ids, messages, strict=False):
+        if mid in batch:
+            continue
+        if isinstance(m.content, str) and len(m.content) > output_threshold:
+            return None
+        dtype, data = dumps_typed(m)
+        batch[mid] = (m.type, dtype, data)
+    _check_agent_id(agent_id)
+    values = list(batch.values())
+    try:
+        row = tx.one(
+            "WITH fresh AS (SELECT i.*, row_number() OVER (ORDER BY i.ord) AS rn "
+            "FROM unnest(CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), "
+            "CAST({b} AS BYTEA[])) WITH ORDINALITY AS i(msg_id, role, dtype, data, ord) "
+            "WHERE NOT EXISTS (SELECT 1 FROM recall_turns t WHERE t.agent_id = ? "
+            "AND t.msg_id = i.msg_id)), "
+            "n AS (SELECT count(*) AS n FROM fresh), "
+            # The agent row's upsert is what makes two recorders of one agent take turns.
+            "ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
+            "revision_seq, action_seq) SELECT ?, {now}, {now}, n.n, 0, 0 FROM n "
+            "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity, "
+            "turn_seq = recall_agents.turn_seq + excluded.turn_seq RETURNING turn_seq), "
+            "ins AS (INSERT INTO recall_turns (agent_id, seq, msg_id, thread_id, role, dtype, "
+            "data, size, output_ref, created_at) SELECT ?, ag.turn_seq - n.n + f.rn, f.msg_id, "
+            "?, f.role, f.dtype, f.data, octet_length(f.data), NULL, {now} "
+            "FROM fresh f CROSS JOIN ag CROSS JOIN n RETURNING 1) "
+            "SELECT count(*) FROM ins",
+            (
+                list(batch),
+                [v[0] for v in values],
+                [v[1] for v in values],
+                [v[2] for v in values],
+                agent_id,
+                agent_id,
+                agent_id,
+                thread_id,
+            ),
+        )
+    except psycopg.errors.UniqueViolation:
+        # Another recorder of this agent committed some of these after our snapshot; nothing
+        # of ours was written (one statement): the locking path sorts it out.
+        return None
+    assert row is not None
+    return int(row[0])
 
 
 _TURN_COLS = "agent_id, seq, msg_id, role, dtype, data, thread_id, created_at, output_ref, size"

@@ -340,11 +340,24 @@ class RecallStore(BaseStore):
         A message without an id gets a stable one derived from its content. Returns how many
         were new. Recording the same messages again records nothing.
         """
+        messages = list(messages)
+        if self._db.dialect == "postgres":
+            # One autocommitted statement in the usual case (see ``record_pg``).
+            with self._db.tx() as tx:
+                done = _records.record_pg(
+                    tx,
+                    agent_id,
+                    messages,
+                    thread_id=thread_id,
+                    output_threshold=self.output_threshold,
+                )
+            if done is not None:
+                return done
         with self._db.tx(write=True) as tx:
             return _records.record(
                 tx,
                 agent_id,
-                list(messages),
+                messages,
                 thread_id=thread_id,
                 output_threshold=self.output_threshold,
             )
