@@ -240,3 +240,16 @@ def test_closing_the_store_closes_its_checkpointers_and_their_connections(
     else:
         assert inner.conn.closed  # the PostgresSaver's pool
     saver.close()  # closing it again is harmless
+
+
+def test_a_reused_postgres_cursor_keeps_no_result_between_transactions(pg_database: str) -> None:
+    # Each pooled connection keeps one cursor for all its transactions (building one costs
+    # about as much as a short statement); the rows it last read must not stay in memory with
+    # it while the connection sits idle in the pool.
+    with RecallStore.open(pg_database) as store:
+        store.record("agent", [HumanMessage("x" * 200_000, id="big")])
+        assert "x" * 1000 in store.turns("agent")[0].message.content
+        with store._db.pool.connection() as conn:
+            cursor = conn.__dict__["_recall_cursor"]
+            assert cursor.pgresult is None
+        assert store.turns("agent")[0].msg_id == "big"  # and it serves the next one
