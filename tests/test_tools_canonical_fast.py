@@ -49,3 +49,39 @@ def test_keys_whose_raw_and_json_orders_differ_keep_the_json_order() -> None:
     assert _canonical.args_digest("t", args) == _canonical.args_digest(
         "t", dict(reversed(args.items()))
     )
+
+
+def test_digests_and_keys_are_the_ones_earlier_versions_recorded() -> None:
+    # Pinned values: an approval, an intent's digest and its action key recorded by an earlier
+    # version must still match after an upgrade, however the encoding is computed inside.
+    import datetime as dt
+    import uuid
+    from decimal import Decimal
+
+    pinned = [
+        (
+            "pay",
+            {"amount": Decimal("10.00"), "to": "alice"},
+            "5f567ed78655400f6fc9494a252853a8aabfbe9677d1116de19c3a636f76dde8",
+        ),
+        (
+            "send_email",
+            {"to": ["a@x.io", "b@x.io"], "subject": "hi \u00e9\ud800", "cc": None, "urgent": True},
+            "59299ffb60a6af74dcebcca90e3c1bc9adb179c9c175997dd5e39f6734232fa7",
+        ),
+        (
+            "book",
+            {
+                "when": dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc),
+                "seats": {3, 1, 2},
+                "price": 9.5,
+                "ref": uuid.UUID(int=7),
+                "opts": {2: "b", 1: "a"},
+            },
+            "a6287fec9dd4c0675b41f0025ca92948d6c493a2ce1aff036ec0f8ba16fd80a8",
+        ),
+    ]
+    for tool, args, digest in pinned:
+        assert _canonical.args_digest(tool, args) == digest, tool
+    key = _canonical.action_key("billing-migrator", "ai-msg-1", "call_0", "pay")
+    assert key == "37beea01599be0cffa67a85bbf7ede0b"

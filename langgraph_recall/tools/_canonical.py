@@ -109,9 +109,13 @@ def _tree(value: Any) -> Any:
 _json_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
+# ensure_ascii: lone surrogates and any other code point encode the same everywhere. One
+# encoder, built once: json.dumps with these options builds a new one on every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
 def _text(tree: Any) -> str:
-    # ensure_ascii: lone surrogates and any other code point encode the same everywhere.
-    return json.dumps(tree, ensure_ascii=True, separators=(",", ":"))
+    return _ENCODER.encode(tree)
 
 
 def canonical_bytes(value: Any) -> bytes:
