@@ -259,6 +259,16 @@ MUTATIONS = [
         "    except ZeroDivisionError:\n",
         ("tests/test_store_concurrency.py::-k::same_messages",),
     ),
+    Mutation(
+        "pg_record_probe",
+        "PostgreSQL: recording probes the index per message instead of reading all turns",
+        "langgraph_recall/store/_records.py",
+        '            "WHERE (SELECT 1 FROM recall_turns t WHERE t.agent_id = ? "\n'
+        '            "AND t.msg_id = i.msg_id) IS NULL), "\n',
+        '            "WHERE NOT EXISTS (SELECT 1 FROM recall_turns t WHERE t.agent_id = ? "\n'
+        '            "AND t.msg_id = i.msg_id)), "\n',
+        ("tests/test_store_records.py::-k::index_entry_per_message",),
+    ),
 ]
 
 

@@ -228,8 +228,12 @@ def record_pg(
             "WITH fresh AS (SELECT i.*, row_number() OVER (ORDER BY i.ord) AS rn "
             "FROM unnest(CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), "
             "CAST({b} AS BYTEA[])) WITH ORDINALITY AS i(msg_id, role, dtype, data, ord) "
-            "WHERE NOT EXISTS (SELECT 1 FROM recall_turns t WHERE t.agent_id = ? "
-            "AND t.msg_id = i.msg_id)), "
+            # A scalar subquery, not NOT EXISTS: planned for a known agent id, NOT EXISTS
+            # became a hash anti join reading every turn of the agent (the batch's size is
+            # unknown to the planner); this is one index probe per message, whatever the
+            # history.
+            "WHERE (SELECT 1 FROM recall_turns t WHERE t.agent_id = ? "
+            "AND t.msg_id = i.msg_id) IS NULL), "
             "n AS (SELECT count(*) AS n FROM fresh), "
             # The agent row's upsert is what makes two recorders of one agent take turns.
             "ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
