@@ -186,6 +186,16 @@ def test_turns_last_n_is_an_index_read_not_a_scan(
         assert long_steps <= short_steps * 1.2, (long_steps, short_steps)
 
 
+def _turn_scans(node: dict[str, Any]) -> list[tuple[str, int]]:
+    """(kind, rows read) of every scan of recall_turns in an EXPLAIN ANALYZE plan."""
+    found = []
+    if node.get("Relation Name") == "recall_turns" and "Scan" in node["Node Type"]:
+        found.append((node["Node Type"], node["Actual Rows"] * node["Actual Loops"]))
+    for child in node.get("Plans", []):
+        found += _turn_scans(child)
+    return found
+
+
 def test_recording_reads_one_index_entry_per_message_whatever_the_history(
     pg_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -221,15 +231,7 @@ def test_recording_reads_one_index_entry_per_message_whatever_the_history(
                     .execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE rec({marks})", params)
                     .fetchone()
                 )
-        read: list[tuple[str, int]] = []
-
-        def walk(node: dict[str, Any]) -> None:
-            if node.get("Relation Name") == "recall_turns" and "Scan" in node["Node Type"]:
-                read.append((node["Node Type"], node["Actual Rows"] * node["Actual Loops"]))
-            for child in node.get("Plans", []):
-                walk(child)
-
-        walk(plan[0]["Plan"])
+        read = _turn_scans(plan[0]["Plan"])
         assert read, (mode, plan)
         assert all(rows <= 42 for _, rows in read), (mode, read)
 
