@@ -60,8 +60,11 @@ def test_waiting_on_a_checkpoint_being_written_here_reads_nothing(
     writer = _put_in_background(cp, config, checkpoint)
     assert inner.entered.wait(60)
     answer: list[bool] = []
+    # The waiter's own timeout is far beyond the joins below: it must be woken by the put's
+    # return (or failure), not find the answer once its timeout runs out.
     waiter = threading.Thread(
-        target=lambda: answer.append(cp.wait_durable(config, checkpoint["id"], timeout=60))
+        target=lambda: answer.append(cp.wait_durable(config, checkpoint["id"], timeout=600)),
+        daemon=True,
     )
     waiter.start()
     # The waiter is blocked on the put in flight; only then let the put finish (or fail).
@@ -71,6 +74,7 @@ def test_waiting_on_a_checkpoint_being_written_here_reads_nothing(
     inner.release.set()
     writer.join(60)
     waiter.join(60)
+    assert not waiter.is_alive(), "the waiter was not woken when the put returned"
     assert answer == [not fail]
     assert reads_while_waiting == 0
     if not fail:
