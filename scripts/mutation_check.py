@@ -255,8 +255,8 @@ MUTATIONS = [
         "pg_record_race",
         "PostgreSQL: a one-statement recording that loses a race writes nothing and retries",
         "langgraph_recall/store/_records.py",
-        "    except psycopg.errors.UniqueViolation:\n",
-        "    except ZeroDivisionError:\n",
+        "    except psycopg.errors.UniqueViolation as exc:\n",
+        "    except ZeroDivisionError as exc:\n",
         ("tests/test_store_concurrency.py::-k::same_messages",),
     ),
     Mutation(
@@ -268,6 +268,22 @@ MUTATIONS = [
         '            "WHERE NOT EXISTS (SELECT 1 FROM recall_turns t WHERE t.agent_id = ? "\n'
         '            "AND t.msg_id = i.msg_id)), "\n',
         ("tests/test_store_records.py::-k::index_entry_per_message",),
+    ),
+    Mutation(
+        "pg_record_seq",
+        "PostgreSQL: the one-statement recording numbers new turns after the agent's last",
+        "langgraph_recall/store/_records.py",
+        '"data, size, output_ref, created_at) SELECT ?, ag.turn_seq - n.n + f.rn, f.msg_id, "',
+        '"data, size, output_ref, created_at) SELECT ?, ag.turn_seq - n.n + 1, f.msg_id, "',
+        ("tests/test_store_concurrency.py::-k::gapless",),
+    ),
+    Mutation(
+        "writer_rollback",
+        "SQLite: a COMMIT that fails leaves no transaction open on the writers' connection",
+        "langgraph_recall/store/_db.py",
+        "            if conn.in_transaction:  # a failed COMMIT: the next writer must start clean\n",
+        "            if False:\n",
+        ("tests/test_store_writer.py::-k::commit_that_fails",),
     ),
 ]
 

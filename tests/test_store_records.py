@@ -591,3 +591,21 @@ def test_repeat_lookup_of_a_finished_action_takes_no_write_lock(tmp_path: Any) -
         finally:
             blocker.rollback()
             blocker.close()
+
+
+def test_a_long_list_sent_again_is_checked_by_id_before_anything_is_serialised(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hook's first call in a new process sends the whole history; most of it is recorded
+    # already. PostgreSQL's one-statement recording would serialise and ship all of it.
+    with RecallStore.open(pg_database) as store:
+        history = [HumanMessage(f"m{i}", id=f"h{i}") for i in range(400)]
+        assert store.record("agent", history) == 400
+        with captured_sql(monkeypatch) as seen:
+            assert store.record("agent", [*history, HumanMessage("new", id="h400")]) == 1
+        assert any("msg_id IN" in sql for sql, _ in seen)
+        assert not any("WITH fresh" in sql for sql, _ in seen)
+        with captured_sql(monkeypatch) as seen:
+            assert store.record("agent", [HumanMessage("next", id="h401")]) == 1
+        assert [sql for sql, _ in seen if "recall_turns" in sql][0].startswith("WITH fresh")
+        assert [t.seq for t in store.turns("agent", last=3)] == [400, 401, 402]

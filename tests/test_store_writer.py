@@ -102,3 +102,27 @@ def test_a_failed_write_leaves_the_connection_clean_for_the_next(tmp_path: Path)
         with store._db.tx() as tx:
             assert tx.one("SELECT 1 FROM recall_meta WHERE key = 'rolled-back'") is None
             assert tx.one("SELECT count(*) FROM recall_actions") == (2,)
+
+
+def test_a_commit_that_fails_leaves_no_transaction_open_for_the_next_writer(
+    tmp_path: Path,
+) -> None:
+    # A COMMIT can fail and leave its transaction open (here: a deferred foreign key still
+    # violated at commit time). On the one writers' connection that would hand the next writer,
+    # the saver included, a half-done transaction it would then commit as its own.
+    with RecallStore.open(tmp_path / "r.db") as store:
+        db = store._db
+        with db.write_lock:
+            writer = db.writer()
+            writer.execute("PRAGMA foreign_keys = ON")
+            writer.execute("CREATE TABLE t_parent (id INTEGER PRIMARY KEY)")
+            writer.execute("CREATE TABLE t_child (parent INTEGER REFERENCES t_parent (id))")
+        with pytest.raises(Exception, match="FOREIGN KEY"):
+            with db.tx(write=True) as tx:
+                tx.run("PRAGMA defer_foreign_keys = ON")
+                tx.run("INSERT INTO t_child (parent) VALUES (42)")
+        assert not db.writer().in_transaction
+        assert _claim(store, "after") == "claimed"
+        with db.tx() as tx:
+            assert tx.one("SELECT count(*) FROM t_child") == (0,)
+            assert tx.one("SELECT count(*) FROM recall_actions") == (1,)

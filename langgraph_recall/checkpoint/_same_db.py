@@ -2,10 +2,11 @@
 
 ``same_database_saver(store)`` returns a ``SqliteSaver`` (on the store's own writers'
 connection, see ``SqliteDatabase``) or a ``PostgresSaver`` (its own small psycopg pool on the
-store's DSN, so the same schema). Because ``checkpoints`` and ``recall_leases`` then share one database, the
-trigger in ``_fence`` refuses a stale holder's write inside the write's own transaction: this
-is what makes ``store.checkpointer()`` exact. A PostgreSQL saver's pool belongs to it; close it
-with ``close_same_database_saver`` (``RecallCheckpointer.close()`` does).
+store's DSN, so the same schema). Because ``checkpoints`` and ``recall_leases`` then share one
+database, the trigger in ``_fence`` refuses a stale holder's write inside the write's own
+transaction: this is what makes ``store.checkpointer()`` exact. A PostgreSQL saver's pool
+belongs to it; close it with ``close_same_database_saver`` (``RecallCheckpointer.close()``
+does).
 """
 
 from __future__ import annotations

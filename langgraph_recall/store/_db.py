@@ -222,8 +222,8 @@ class SqliteDatabase(Database):
         """The writers' connection; the caller holds ``write_lock``.
 
         Its ``isolation_level`` is sqlite3's default behaviour (a DML statement outside a
-        transaction opens one): what ``SqliteSaver`` expects of the connection it is given. The store's own
-        writes never rely on that; they always open theirs with ``BEGIN IMMEDIATE``.
+        transaction opens one): what ``SqliteSaver`` expects of the connection it is given.
+        The store's own writes never rely on that; they open theirs with ``BEGIN IMMEDIATE``.
         """
         conn = self._writer
         if conn is None:

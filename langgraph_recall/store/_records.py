@@ -187,6 +187,12 @@ def record(
     return len(fresh)
 
 
+# record_pg sends every message it is given, serialised, and lets the server pick the new
+# ones: right for a run's new messages (the recorder hands over at most 64 at a time), wasteful
+# for a long history of which most is already recorded.
+ONE_STATEMENT_MAX = 256
+
+
 def record_pg(
     tx: Tx,
     agent_id: str,
@@ -256,9 +262,13 @@ def record_pg(
                 thread_id,
             ),
         )
-    except psycopg.errors.UniqueViolation:
+    except psycopg.errors.UniqueViolation as exc:
         # Another recorder of this agent committed some of these after our snapshot; nothing
-        # of ours was written (one statement): the locking path sorts it out.
+        # of ours was written (one statement): the locking path sorts it out. Only that race:
+        # the numbers cannot collide (the agent row's lock orders recorders), so any other
+        # violation is a fault to report, not to hide behind the slower path.
+        if exc.diag.constraint_name != "recall_turns_msg":
+            raise
         return None
     assert row is not None
     return int(row[0])

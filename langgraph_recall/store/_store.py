@@ -91,8 +91,9 @@ class RecallStore(BaseStore):
         self._closed = False
         # Tool undo functions registered by DurableToolNode / RecallMiddleware (name -> fn).
         self._undo_registry: dict[str, Callable[..., Any]] = {}
-        # RecallCheckpointers on this store: close() closes them first (their leases, pending
-        # turns and, for store.checkpointer(), the saver's own connections need the store).
+        # RecallCheckpointers on this store: close() closes them first (their leases and
+        # pending turns need the store; on PostgreSQL store.checkpointer()'s saver has a pool
+        # of its own, on SQLite it writes on the store's connection).
         self._checkpointers: weakref.WeakSet[Any] = weakref.WeakSet()
         if ttl and ttl.get("sweep_interval_minutes"):
             self.start_ttl_sweeper()
@@ -341,8 +342,10 @@ class RecallStore(BaseStore):
         were new. Recording the same messages again records nothing.
         """
         messages = list(messages)
-        if self._db.dialect == "postgres":
-            # One autocommitted statement in the usual case (see ``record_pg``).
+        if self._db.dialect == "postgres" and len(messages) <= _records.ONE_STATEMENT_MAX:
+            # One autocommitted statement in the usual case (see ``record_pg``). A longer list
+            # is usually a whole history sent again (a hook's first call in a new process): the
+            # locking path reads which ids are new first, and serialises only those.
             with self._db.tx() as tx:
                 done = _records.record_pg(
                     tx,
