@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -246,10 +247,11 @@ def test_a_reused_postgres_cursor_keeps_no_result_between_transactions(pg_databa
     # Each pooled connection keeps one cursor for all its transactions (building one costs
     # about as much as a short statement); the rows it last read must not stay in memory with
     # it while the connection sits idle in the pool.
+    agent = f"cursor-{uuid.uuid4().hex}"  # the session's database is shared by tests
     with RecallStore.open(pg_database) as store:
-        store.record("agent", [HumanMessage("x" * 200_000, id="big")])
-        assert "x" * 1000 in store.turns("agent")[0].message.content
+        store.record(agent, [HumanMessage("x" * 200_000, id="big")])
+        assert "x" * 1000 in store.turns(agent)[0].message.content
         with store._db.pool.connection() as conn:
             cursor = conn.__dict__["_recall_cursor"]
             assert cursor.pgresult is None
-        assert store.turns("agent")[0].msg_id == "big"  # and it serves the next one
+        assert store.turns(agent)[0].msg_id == "big"  # and it serves the next one

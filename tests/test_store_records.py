@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -205,11 +206,12 @@ def test_recording_reads_one_index_entry_per_message_whatever_the_history(
     # as planned for these values and as planned once for any, with 3000 turns already there.
     import psycopg
 
+    agent = f"long-{uuid.uuid4().hex}"  # the session's database is shared by tests
     with RecallStore.open(pg_database) as store:
-        store.record("long", [HumanMessage(f"m{i}", id=f"l{i}") for i in range(3000)])
+        store.record(agent, [HumanMessage(f"m{i}", id=f"l{i}") for i in range(3000)])
         with captured_sql(monkeypatch) as seen:
             batch = [HumanMessage(f"new {i}", id=f"n{i}") for i in range(42)]
-            assert store.record("long", batch) == 42
+            assert store.record(agent, batch) == 42
         sql, params = next((s, p) for s, p in seen if "recall_turns" in s)
         numbered = store._db.sql(sql)
     n = 0
@@ -598,14 +600,15 @@ def test_a_long_list_sent_again_is_checked_by_id_before_anything_is_serialised(
 ) -> None:
     # A hook's first call in a new process sends the whole history; most of it is recorded
     # already. PostgreSQL's one-statement recording would serialise and ship all of it.
+    agent = f"hist-{uuid.uuid4().hex}"  # the session's database is shared by tests
     with RecallStore.open(pg_database) as store:
         history = [HumanMessage(f"m{i}", id=f"h{i}") for i in range(400)]
-        assert store.record("agent", history) == 400
+        assert store.record(agent, history) == 400
         with captured_sql(monkeypatch) as seen:
-            assert store.record("agent", [*history, HumanMessage("new", id="h400")]) == 1
+            assert store.record(agent, [*history, HumanMessage("new", id="h400")]) == 1
         assert any("msg_id IN" in sql for sql, _ in seen)
         assert not any("WITH fresh" in sql for sql, _ in seen)
         with captured_sql(monkeypatch) as seen:
-            assert store.record("agent", [HumanMessage("next", id="h401")]) == 1
+            assert store.record(agent, [HumanMessage("next", id="h401")]) == 1
         assert [sql for sql, _ in seen if "recall_turns" in sql][0].startswith("WITH fresh")
-        assert [t.seq for t in store.turns("agent", last=3)] == [400, 401, 402]
+        assert [t.seq for t in store.turns(agent, last=3)] == [400, 401, 402]
