@@ -285,6 +285,33 @@ MUTATIONS = [
         "            if False:\n",
         ("tests/test_store_writer.py::-k::commit_that_fails",),
     ),
+    Mutation(
+        "end_once",
+        "an attempt's end is written once: a second end changes nothing and says so",
+        "langgraph_recall/store/_records.py",
+        '"WHERE action_id = ? AND attempt = ? AND outcome IS NULL",',
+        '"WHERE action_id = ? AND attempt = ?",',
+        (
+            "tests/test_store_schema.py::-k::set_once or upgraded",
+            "tests/test_store_records.py",
+        ),
+    ),
+    Mutation(
+        "set_once_sqlite",
+        "SQLite refuses any change to an action but filling its empty end, once",
+        "langgraph_recall/store/_schema.py",
+        'f"WHEN OLD.{first} IS NOT NULL OR NEW.{first} IS NULL OR {changed} "',
+        'f"WHEN OLD.{first} IS NOT NULL OR NEW.{first} IS NULL "',
+        ("tests/test_store_schema.py::-k::set_once",),
+    ),
+    Mutation(
+        "set_once_pg",
+        "PostgreSQL refuses any change to an action but filling its empty end, once",
+        "langgraph_recall/store/_schema.py",
+        'f"OR {changed} THEN RAISE',
+        'f"OR FALSE THEN RAISE',
+        ("tests/test_store_schema.py::-k::set_once",),
+    ),
 ]
 
 

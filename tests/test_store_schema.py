@@ -15,7 +15,15 @@ from langchain_core.messages import HumanMessage
 from langgraph_recall import RecallError
 from langgraph_recall._errors import RecordsMissing
 from langgraph_recall.store import RecallStore, _db
-from langgraph_recall.store._schema import APPEND_ONLY_TABLES, MIGRATIONS, SCHEMA_VERSION, Table
+from langgraph_recall.store._codec import dumps_typed
+from langgraph_recall.store._schema import (
+    APPEND_ONLY_TABLES,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TABLES,
+    Drop,
+)
+from langgraph_recall.store._verify import verify
 
 # --- schema version and migrations ---------------------------------------------------------
 
@@ -38,8 +46,10 @@ def _tables(store: RecallStore) -> set[str]:
 def test_a_new_store_has_every_table_and_the_current_version(store: RecallStore) -> None:
     assert SCHEMA_VERSION == len(MIGRATIONS)
     assert _meta(store, "schema_version") == str(SCHEMA_VERSION)
-    declared = {s.name for steps in MIGRATIONS for s in steps if isinstance(s, Table)}
-    assert declared <= _tables(store)
+    assert set(TABLES) <= _tables(store)
+    dropped = {s.table for steps in MIGRATIONS for s in steps if isinstance(s, Drop)}
+    assert dropped == {"recall_action_ends", "recall_open_actions"}
+    assert not dropped & _tables(store)
 
 
 def test_reopening_keeps_records_and_version(store_target: str) -> None:
@@ -83,42 +93,122 @@ def test_an_upgrade_runs_the_new_migration_once_and_keeps_records(
             assert [t.message.content for t in s.turns("ag")] == ["before the upgrade"]
 
 
-def test_a_v1_file_is_upgraded_to_rowless_action_tables_with_every_record_kept(
-    backend: str, store_target: str, monkeypatch: pytest.MonkeyPatch
+def _write_old_actions(store: RecallStore) -> None:
+    """Actions as the v1 and v2 schemas kept them: intents, a table of ends, a table of the
+    open ones. Written with SQL, since this version's code no longer knows those tables."""
+    rtype, rdata = dumps_typed({"sent": True})
+    now = 1_700_000_000.0
+    intents = [  # (action_id, attempt, seq, end or None)
+        ("a-done", 1, 1, ("done", rtype, rdata, None, None, None)),
+        ("a-failed", 1, 2, ("failed", None, None, "ValueError: no", None, None)),
+        ("a-retry", 1, 3, ("abandoned", None, None, None, "paused", None)),
+        ("a-retry", 2, 4, None),
+        ("a-open", 1, 5, None),
+        ("a-resolved", 1, 6, ("not_done", None, None, None, "checked", "person")),
+    ]
+    atype, adata = dumps_typed({"n": 1})
+    with store._db.tx(write=True) as tx:
+        tx.run(
+            "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
+            "revision_seq, action_seq) VALUES ('ag', ?, ?, 0, 0, 6)",
+            (now, now),
+        )
+        for action_id, attempt, seq, end in intents:
+            tx.run(
+                "INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, "
+                "klass, args_type, args, args_digest, idempotency_key, epoch, seq, created_at) "
+                "VALUES (?, ?, 'ag', 't', 'send', 'external', ?, ?, 'd1', ?, 1, ?, ?)",
+                (action_id, attempt, atype, adata, action_id, seq, now + seq),
+            )
+            if end is None:
+                tx.run(
+                    "INSERT INTO recall_open_actions (action_id, attempt, agent_id) "
+                    "VALUES (?, ?, 'ag')",
+                    (action_id, attempt),
+                )
+            else:
+                tx.run(
+                    "INSERT INTO recall_action_ends (action_id, attempt, outcome, result_type, "
+                    "result, error, note, resolved_by, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (action_id, attempt, *end, now + seq + 0.5),
+                )
+
+
+@pytest.mark.parametrize("old_version", [1, 2])
+def test_an_old_file_is_upgraded_to_one_action_table_with_every_record_kept(
+    backend: str, store_target: str, monkeypatch: pytest.MonkeyPatch, old_version: int
 ) -> None:
-    # A database written by the first release (schema v1): an action done, one in doubt.
-    with monkeypatch.context() as v1:
-        v1.setattr(_db, "MIGRATIONS", MIGRATIONS[:1])
-        v1.setattr(_db, "SCHEMA_VERSION", 1)
+    # A database written by an earlier release: ends and open actions in tables of their own.
+    with monkeypatch.context() as old_code:
+        old_code.setattr(_db, "MIGRATIONS", MIGRATIONS[:old_version])
+        old_code.setattr(_db, "SCHEMA_VERSION", old_version)
         with RecallStore.open(store_target) as old:
-            done = old.claim("ag", "a-done", tool="t", args={"n": 1}, args_digest="d1")
-            old.end("a-done", done.action.attempt, "done", result="ok")
-            old.claim("ag", "a-open", tool="t", args={"n": 2}, args_digest="d2")
-            assert _meta(old, "schema_version") == "1"
+            _write_old_actions(old)
+            assert _meta(old, "schema_version") == str(old_version)
     with RecallStore.open(store_target) as new:
         assert _meta(new, "schema_version") == str(SCHEMA_VERSION)
+        assert not {"recall_action_ends", "recall_open_actions"} & _tables(new)
         if backend == "sqlite":
             with new._db.tx() as tx:
-                for table in ("recall_actions", "recall_action_ends", "recall_open_actions"):
-                    sql = tx.one("SELECT sql FROM sqlite_master WHERE name = ?", (table,))
-                    assert sql is not None and sql[0].endswith("WITHOUT ROWID"), table
-        # Every record kept, the open one still open, and the new tables still append-only.
-        assert new.action("a-done").status == "done"
-        assert new.action("a-done").result == "ok"
-        assert [a.action_id for a in new.actions("ag", open_only=True)] == ["a-open"]
-        again = new.claim("ag", "a-done", tool="t", args={"n": 1}, args_digest="d1")
-        assert again.status == "done"
+                sql = tx.one("SELECT sql FROM sqlite_master WHERE name = 'recall_actions'")
+                assert sql is not None and "WITHOUT ROWID" in sql[0]
+        # Every end kept, with its result, error, note and who settled it.
+        done = new.action("a-done")
+        assert (done.status, done.result, done.ended_at) == (
+            "done",
+            {"sent": True},
+            1_700_000_001.5,
+        )
+        assert (new.action("a-failed").status, new.action("a-failed").error) == (
+            "failed",
+            "ValueError: no",
+        )
+        resolved = new.action("a-resolved")
+        assert (resolved.status, resolved.note, resolved.resolved_by) == (
+            "not_done",
+            "checked",
+            "person",
+        )
+        retry = new.action("a-retry")
+        assert (retry.attempt, retry.status) == (2, "open")
+        assert [a.action_id for a in new.actions("ag", open_only=True)] == ["a-retry", "a-open"]
+        assert new.agents()[0].open_actions == 2
+        # A finished call answers from its record; an open one is in doubt; the guard holds.
+        assert new.claim("ag", "a-done", tool="send", args={"n": 1}, args_digest="d1").status == (
+            "done"
+        )
+        assert new.claim("ag", "a-open", tool="send", args={"n": 1}, args_digest="d1").status == (
+            "in_doubt"
+        )
         with pytest.raises(Exception, match="append-only"):
             with new._db.tx(write=True) as tx:
                 tx.run("DELETE FROM recall_actions WHERE action_id = 'a-done'")
-        # And new calls work on them: claimed once, ended once, in the agent's order.
+        with pytest.raises(Exception, match="append-only"):
+            with new._db.tx(write=True) as tx:
+                tx.run("UPDATE recall_actions SET outcome = 'failed' WHERE action_id = 'a-done'")
+        # New calls work on it: numbered after the old ones, claimed once, ended once.
         fresh = new.claim("ag", "a-new", tool="t", args={"n": 3}, args_digest="d3")
         assert fresh.status == "claimed"
-        assert [a.action_id for a in new.actions("ag", open_only=True)] == ["a-open", "a-new"]
+        assert [a.action_id for a in new.actions("ag", open_only=True)] == [
+            "a-retry",
+            "a-open",
+            "a-new",
+        ]
         assert new.end("a-new", fresh.action.attempt, "done", result="ok") is True
-        assert [a.action_id for a in new.actions("ag", open_only=True)] == ["a-open"]
         assert new.end("a-new", fresh.action.attempt, "done", result="again") is False
-        assert [a.action_id for a in new.actions("ag")] == ["a-done", "a-open", "a-new"]
+        assert new.action("a-new").result == "ok"
+        assert new.end("a-open", 1, "not_done", note="checked by hand") is True
+        assert [a.action_id for a in new.actions("ag", open_only=True)] == ["a-retry"]
+        assert [a.action_id for a in new.actions("ag")] == [
+            "a-done",
+            "a-failed",
+            "a-retry",
+            "a-open",
+            "a-resolved",
+            "a-new",
+        ]
+        assert verify(new).problems == []
 
 
 def test_opening_a_newer_schema_fails_clearly_and_changes_nothing(
@@ -150,7 +240,6 @@ JOURNALS = {
     "recall_revisions",
     "recall_outputs",
     "recall_actions",
-    "recall_action_ends",
     "recall_approvals",
     "recall_approval_spends",
 }
@@ -188,6 +277,36 @@ def test_the_database_refuses_update_and_delete_on_journals(store: RecallStore, 
                 tx.run(sql)
         assert not isinstance(err.value, AssertionError)
     assert _count(store, table) == before
+
+
+def test_an_actions_end_is_set_once_and_nothing_else_changes(store: RecallStore) -> None:
+    """recall_actions' one allowed change: an open attempt's empty end columns, filled once."""
+    store.claim("ag", "act-1", tool="t", args={"n": 1}, args_digest="d")
+    store.claim("ag", "act-2", tool="t", args={"n": 2}, args_digest="d")
+    store.end("act-2", 1, "done", result="ok")
+    refused = [
+        # an open attempt: its intent may not change, even while ending it
+        "UPDATE recall_actions SET outcome = 'done', args_digest = 'x' WHERE action_id = 'act-1'",
+        "UPDATE recall_actions SET outcome = 'done', tool = 'other' WHERE action_id = 'act-1'",
+        # end columns without an outcome would read as still open
+        "UPDATE recall_actions SET note = 'n', ended_at = 1 WHERE action_id = 'act-1'",
+        # an ended attempt: nothing at all
+        "UPDATE recall_actions SET outcome = 'failed' WHERE action_id = 'act-2'",
+        "UPDATE recall_actions SET note = 'later' WHERE action_id = 'act-2'",
+        "UPDATE recall_actions SET outcome = NULL WHERE action_id = 'act-2'",
+    ]
+    for sql in refused:
+        with pytest.raises(Exception, match="append-only"):
+            with store._db.tx(write=True) as tx:
+                tx.run(sql)
+    assert [(a.action_id, a.status) for a in store.actions("ag")] == [
+        ("act-1", "open"),
+        ("act-2", "done"),
+    ]
+    assert store.action("act-2").result == "ok"
+    assert store.end("act-1", 1, "failed", error="E: x") is True
+    assert store.end("act-1", 1, "done", result="late") is False
+    assert (store.action("act-1").status, store.action("act-1").error) == ("failed", "E: x")
 
 
 def test_sweeping_and_item_deletes_do_not_touch_journals(store: RecallStore) -> None:

@@ -61,7 +61,8 @@ def _next_seq(tx: Tx, agent_id: str, column: str, n: int) -> int:
 def agents(tx: Tx) -> list[AgentInfo]:
     rows = tx.all(
         "SELECT a.agent_id, a.created_at, a.last_activity, a.turn_seq, "
-        "(SELECT COUNT(*) FROM recall_open_actions o WHERE o.agent_id = a.agent_id), "
+        "(SELECT COUNT(*) FROM recall_actions o WHERE o.agent_id = a.agent_id "
+        "AND o.outcome IS NULL), "
         "l.holder, l.expires_at, (SELECT COUNT(*) FROM recall_turns t WHERE t.agent_id = a.agent_id) "
         "FROM recall_agents a LEFT JOIN recall_leases l ON l.agent_id = a.agent_id "
         "ORDER BY a.agent_id"
@@ -511,8 +512,8 @@ def fetch_output(tx: Tx, ref: str, offset: int = 0, length: int | None = None) -
 
 _ACTION_COLS = (
     "a.action_id, a.agent_id, a.tool, a.klass, a.args_type, a.args, a.args_digest, "
-    "a.idempotency_key, a.attempt, a.created_at, a.thread_id, e.outcome, e.result_type, e.result, "
-    "e.error, e.note, e.resolved_by, e.created_at"
+    "a.idempotency_key, a.attempt, a.created_at, a.thread_id, a.outcome, a.result_type, a.result, "
+    "a.error, a.note, a.resolved_by, a.ended_at"
 )
 
 
@@ -540,8 +541,7 @@ def _action(r: Sequence[Any]) -> Action:
 
 def latest_action(tx: Tx, action_id: str) -> Action | None:
     row = tx.one(
-        f"SELECT {_ACTION_COLS} FROM recall_actions a LEFT JOIN recall_action_ends e "
-        "ON e.action_id = a.action_id AND e.attempt = a.attempt WHERE a.action_id = ? "
+        f"SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.action_id = ? "
         "ORDER BY a.attempt DESC LIMIT 1",
         (action_id,),
     )
@@ -692,11 +692,6 @@ def insert_attempt(
         settled = settled_claim(prev, action_id, args_digest)
         if settled is not None:
             return settled
-    tx.run(
-        "INSERT INTO recall_open_actions (action_id, attempt, agent_id) VALUES (?, ?, ?) "
-        "ON CONFLICT (action_id) DO UPDATE SET attempt = excluded.attempt",
-        (action_id, attempt, agent_id),
-    )
     # Everything about the new attempt is known here: no need to read it back.
     action = Action(
         action_id=action_id,
@@ -732,17 +727,16 @@ def claim_first_pg(
 
     Returns (the claim, None) when attempt 1 was inserted; else (None, the latest attempt as the
     statement saw it, or None). Run outside a transaction the statement commits on its own, so
-    the intent is durable when it returns. The agent upsert, the sequence number, the intent and
-    the open row are data-modifying parts of the one statement: all or nothing; none of them
-    runs when an attempt already exists. When a concurrent claimer inserted attempt 1 first,
+    the intent is durable when it returns. The agent upsert, the sequence number and the intent
+    are data-modifying parts of the one statement: all or nothing; neither runs when an attempt
+    already exists. When a concurrent claimer inserted attempt 1 first,
     the insert does nothing and the statement's snapshot shows no attempt: (None, None), and
     the caller takes the general path, where the primary key settles it as before.
     """
     _check_agent_id(agent_id)
     args_type, args_data = dumps_typed(args)
     row = tx.one(
-        f"WITH prev AS (SELECT {_ACTION_COLS} FROM recall_actions a LEFT JOIN recall_action_ends e "
-        "ON e.action_id = a.action_id AND e.attempt = a.attempt WHERE a.action_id = ? "
+        f"WITH prev AS (SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.action_id = ? "
         "ORDER BY a.attempt DESC LIMIT 1), "
         "ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
         "revision_seq, action_seq) SELECT ?, {now}, {now}, 0, 0, 1 "
@@ -752,10 +746,7 @@ def claim_first_pg(
         "ins AS (INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, "
         "args_type, args, args_digest, idempotency_key, epoch, seq, created_at) "
         "SELECT ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now} FROM ag "
-        "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING action_id, agent_id, created_at), "
-        "op AS (INSERT INTO recall_open_actions (action_id, attempt, agent_id) "
-        "SELECT action_id, 1, agent_id FROM ins "
-        "ON CONFLICT (action_id) DO UPDATE SET attempt = excluded.attempt) "
+        "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at) "
         "SELECT (SELECT created_at FROM ins), prev.* FROM (SELECT 1) AS one "
         "LEFT JOIN prev ON TRUE",
         (
@@ -812,38 +803,18 @@ def end(
             f"outcome must be one of {END_OUTCOMES}, got {outcome!r}", code="invalid_value"
         )
     rtype, rdata = (None, None) if outcome != "done" else dumps_typed(result)
-    # Inserted only if the intent exists (the SELECT) and has no end yet (the primary key), in
-    # one statement; the typed NULL keeps PostgreSQL from reading a missing result as text.
-    params = (outcome, rtype, rdata, error, note, resolved_by, action_id, attempt)
-    if tx.dialect == "postgres":
-        # One statement, one round trip: the end and the open row's removal commit together
-        # even outside a transaction (a data-modifying CTE is all or nothing).
-        row = tx.one(
-            "WITH ins AS (INSERT INTO recall_action_ends (action_id, attempt, outcome, "
-            "result_type, result, error, note, resolved_by, created_at) SELECT a.action_id, "
-            "a.attempt, ?, ?, CAST(? AS BYTEA), ?, ?, ?, {now} FROM recall_actions a "
-            "WHERE a.action_id = ? AND a.attempt = ? ON CONFLICT (action_id, attempt) DO NOTHING "
-            "RETURNING action_id, attempt), del AS (DELETE FROM recall_open_actions o USING ins "
-            "WHERE o.action_id = ins.action_id AND o.attempt = ins.attempt) "
-            "SELECT count(*) FROM ins",
-            params,
-        )
-        inserted = int(row[0]) if row is not None else 0
-    else:
-        inserted = tx.run(
-            "INSERT INTO recall_action_ends (action_id, attempt, outcome, result_type, result, "
-            "error, note, resolved_by, created_at) SELECT a.action_id, a.attempt, ?, ?, "
-            "CAST(? AS BLOB), ?, ?, ?, {now} FROM recall_actions a "
-            "WHERE a.action_id = ? AND a.attempt = ? ON CONFLICT (action_id, attempt) DO NOTHING",
-            params,
-        )
-    if inserted and tx.dialect == "postgres":
-        return True
-    if inserted:
-        tx.run(
-            "DELETE FROM recall_open_actions WHERE action_id = ? AND attempt = ?",
-            (action_id, attempt),
-        )
+    # One statement on both engines (on PostgreSQL, autocommitted: one round trip). It sets the
+    # end only while the attempt has none: of two enders, the second finds outcome set and
+    # changes nothing; the table's trigger refuses any other change. The typed NULL keeps
+    # PostgreSQL from reading a missing result as text.
+    blob = "BYTEA" if tx.dialect == "postgres" else "BLOB"
+    changed = tx.run(
+        "UPDATE recall_actions SET outcome = ?, result_type = ?, "
+        f"result = CAST(? AS {blob}), error = ?, note = ?, resolved_by = ?, ended_at = {{now}} "
+        "WHERE action_id = ? AND attempt = ? AND outcome IS NULL",
+        (outcome, rtype, rdata, error, note, resolved_by, action_id, attempt),
+    )
+    if changed:
         return True
     if (
         tx.one(
@@ -860,17 +831,16 @@ def end(
 def actions(tx: Tx, agent_id: str, open_only: bool) -> list[Action]:
     """Latest attempt of each action, oldest first (open ones: only those without an end)."""
     if open_only:
+        # An open attempt is always its action's latest (a new attempt follows an end), and
+        # the partial index recall_actions_open holds exactly these rows, in the agent's order.
         rows = tx.all(
-            f"SELECT {_ACTION_COLS} FROM recall_open_actions o JOIN recall_actions a "
-            "ON a.action_id = o.action_id AND a.attempt = o.attempt LEFT JOIN recall_action_ends e "
-            "ON e.action_id = a.action_id AND e.attempt = a.attempt WHERE o.agent_id = ? "
-            "ORDER BY a.seq, a.action_id",
+            f"SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.agent_id = ? AND "
+            "a.outcome IS NULL ORDER BY a.seq, a.action_id",
             (agent_id,),
         )
     else:
         rows = tx.all(
-            f"SELECT {_ACTION_COLS} FROM recall_actions a LEFT JOIN recall_action_ends e "
-            "ON e.action_id = a.action_id AND e.attempt = a.attempt WHERE a.agent_id = ? AND "
+            f"SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.agent_id = ? AND "
             "a.attempt = (SELECT MAX(b.attempt) FROM recall_actions b WHERE b.action_id = a.action_id) "
             "ORDER BY a.seq, a.action_id",
             (agent_id,),
