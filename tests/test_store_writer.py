@@ -126,3 +126,31 @@ def test_a_commit_that_fails_leaves_no_transaction_open_for_the_next_writer(
         with db.tx() as tx:
             assert tx.one("SELECT count(*) FROM t_child") == (0,)
             assert tx.one("SELECT count(*) FROM recall_actions") == (1,)
+
+
+def test_a_half_read_history_does_not_hold_up_other_threads_writes(tmp_path: Path) -> None:
+    # SqliteSaver keeps its lock while a listing is open, and the same-database saver's lock
+    # is the store's write lock: a listing must read somewhere else, or one `next()` on a
+    # history kept in a variable stops every writer of the process (lease renewal included).
+    with RecallStore.open(tmp_path / "r.db") as store:
+        saver = store.checkpointer()
+        try:
+            config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+            for step in range(3):
+                cp = empty_checkpoint()
+                config = saver.inner.put(config, cp, {"source": "loop", "step": step}, {})
+            history = saver.list({"configurable": {"thread_id": "t"}})
+            first = next(history)
+            assert first.metadata["step"] == 2
+
+            outcome: list[str] = []
+            writer = threading.Thread(target=lambda: outcome.append(_claim(store, "a-w")))
+            writer.start()
+            writer.join(10)
+            assert outcome == ["claimed"], "a store write waited for the half-read listing"
+            # The listing goes on where it was, and a checkpoint written meanwhile commits.
+            saver.inner.put(config, empty_checkpoint(), {"source": "loop", "step": 3}, {})
+            assert [t.metadata["step"] for t in history] == [1, 0]
+            assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 4
+        finally:
+            saver.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._errors import RecallError
@@ -22,7 +22,7 @@ from ..store._wal import CountingLock
 from ._fence import PG_FENCE_LOCK, install_pg_fence, install_sqlite_fence
 
 if TYPE_CHECKING:
-    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
     from ..store import RecallStore
 
@@ -63,6 +63,31 @@ def close_same_database_saver(saver: Any) -> None:
 def _sqlite_saver(db: Any) -> BaseCheckpointSaver:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    class StoreSqliteSaver(SqliteSaver):
+        """``SqliteSaver`` on the store's writers' connection; its listings read elsewhere."""
+
+        def list(
+            self,
+            config: Any,
+            *,
+            filter: dict[str, Any] | None = None,
+            before: Any = None,
+            limit: int | None = None,
+        ) -> Iterator[CheckpointTuple]:
+            # SqliteSaver holds its lock while a listing is open, and here that lock is the
+            # store's write lock: a history left half-read (``next(get_state_history(...))``
+            # kept in a variable) stalled every other thread's writes, the lease renewal
+            # included. A listing reads on a pooled connection instead, through a saver of its
+            # own (so its own lock), and gives the connection back when it ends or is closed.
+            conn = db._checkout()
+            try:
+                reader = SqliteSaver(conn, serde=self.serde)
+                reader.is_setup = True  # the tables exist: set up on the writers' connection
+                reader._has_task_path = self._has_task_path
+                yield from reader.list(config, filter=filter, before=before, limit=limit)
+            finally:
+                db._checkin(conn)
+
     # The saver writes on the store's writers' connection, under the store's write lock (see
     # ``SqliteDatabase``): one writer at a time in this process, saver and store alike, and the
     # pages one of them just wrote still cached for the other. SqliteSaver holds its lock
@@ -74,7 +99,7 @@ def _sqlite_saver(db: Any) -> BaseCheckpointSaver:
     with lock:
         conn = db.writer()
         try:
-            saver = SqliteSaver(conn)
+            saver = StoreSqliteSaver(conn)
             saver.setup()
             install_sqlite_fence(conn)
         except sqlite3.DatabaseError as exc:
