@@ -155,7 +155,7 @@ _CAPABILITIES = (
     ("copy_thread", "acopy_thread"),
     ("prune", "aprune"),
 )
-SYNC_ONLY = ("SqliteSaver", "PostgresSaver")
+SYNC_ONLY = ("SqliteSaver", "StoreSqliteSaver", "PostgresSaver")
 
 
 def threaded(inner: Any) -> Any:

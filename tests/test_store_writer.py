@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
@@ -152,5 +153,76 @@ def test_a_half_read_history_does_not_hold_up_other_threads_writes(tmp_path: Pat
             saver.inner.put(config, empty_checkpoint(), {"source": "loop", "step": 3}, {})
             assert [t.metadata["step"] for t in history] == [1, 0]
             assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 4
+            # One saver class for every checkpointer (the wrapper caches its class per inner).
+            other = store.checkpointer()
+            assert type(other.inner) is type(saver.inner)
+            assert type(other) is type(saver)
+            other.close()
         finally:
             saver.close()
+
+
+def test_a_new_claim_reads_and_writes_in_one_hold_of_the_writers_connection(
+    tmp_path: Path,
+) -> None:
+    with RecallStore.open(tmp_path / "r.db") as store:
+        assert _claim(store, "a0") == "claimed"  # the agent's row exists from here on
+        writer = store._db.writer()
+        statements: list[str] = []
+        writer.set_trace_callback(statements.append)
+        try:
+            assert _claim(store, "a1") == "claimed"
+            assert _claim(store, "a1") == "in_doubt"  # a repeat: read only, nothing begun
+        finally:
+            writer.set_trace_callback(None)
+        kinds = [s.split()[0].upper() for s in statements]
+        # The read, then the write, on the writers' connection; a repeat only reads.
+        assert kinds == ["SELECT", "BEGIN", "INSERT", "INSERT", "COMMIT", "SELECT"], statements
+        assert not writer.in_transaction
+        # ... and without letting go of the write lock between the read and the write.
+        lock = _CountingRLock(store._db.write_lock)
+        store._db.write_lock = lock  # type: ignore[assignment]
+        assert _claim(store, "a2") == "claimed"
+        assert lock.acquired == 1
+        assert _claim(store, "a2") == "in_doubt"
+        assert lock.acquired == 2
+
+
+class _CountingRLock:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.acquired = 0
+
+    def acquire(self, *args: Any, **kwargs: Any) -> bool:
+        got = bool(self.inner.acquire(*args, **kwargs))
+        self.acquired += got
+        return got
+
+    def release(self) -> None:
+        self.inner.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def test_a_claim_that_fails_after_taking_the_write_leaves_nothing_open(tmp_path: Path) -> None:
+    with RecallStore.open(tmp_path / "r.db") as store:
+        with store._db.tx(write=True) as tx:
+            tx.run(
+                "CREATE TRIGGER refuse_x BEFORE INSERT ON recall_actions "
+                "WHEN NEW.action_id = 'x' BEGIN SELECT RAISE(ABORT, 'refused by test'); END"
+            )
+        with pytest.raises(Exception, match="refused by test"):
+            _claim(store, "x")
+        writer = store._db.writer()
+        assert not writer.in_transaction
+        # The lock was given back: another thread writes at once, and its claim is not lost.
+        done: list[str] = []
+        t = threading.Thread(target=lambda: done.append(_claim(store, "y")))
+        t.start()
+        t.join(10)
+        assert done == ["claimed"]
+        assert [a.action_id for a in store.actions("agent")] == ["y"]

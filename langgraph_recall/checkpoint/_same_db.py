@@ -11,6 +11,7 @@ does).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 import weakref
@@ -60,11 +61,15 @@ def close_same_database_saver(saver: Any) -> None:
         closer()
 
 
-def _sqlite_saver(db: Any) -> BaseCheckpointSaver:
+@functools.cache
+def _store_sqlite_saver() -> type[Any]:
+    """The class, made once (a class per saver would defeat the wrapper's per-class cache)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     class StoreSqliteSaver(SqliteSaver):
         """``SqliteSaver`` on the store's writers' connection; its listings read elsewhere."""
+
+        db: Any  # the store's SqliteDatabase
 
         def list(
             self,
@@ -79,19 +84,24 @@ def _sqlite_saver(db: Any) -> BaseCheckpointSaver:
             # kept in a variable) stalled every other thread's writes, the lease renewal
             # included. A listing reads on a pooled connection instead, through a saver of its
             # own (so its own lock), and gives the connection back when it ends or is closed.
-            conn = db._checkout()
+            conn = self.db._checkout()
             try:
                 reader = SqliteSaver(conn, serde=self.serde)
                 reader.is_setup = True  # the tables exist: set up on the writers' connection
                 reader._has_task_path = self._has_task_path
                 yield from reader.list(config, filter=filter, before=before, limit=limit)
             finally:
-                db._checkin(conn)
+                self.db._checkin(conn)
 
+    return StoreSqliteSaver
+
+
+def _sqlite_saver(db: Any) -> BaseCheckpointSaver:
     # The saver writes on the store's writers' connection, under the store's write lock (see
     # ``SqliteDatabase``): one writer at a time in this process, saver and store alike, and the
     # pages one of them just wrote still cached for the other. SqliteSaver holds its lock
-    # around every use of its connection, reads included, which is what sharing it needs.
+    # around every use of its connection, reads included, which is what sharing it needs
+    # (its listings excepted: they read on a pooled connection, see ``StoreSqliteSaver``).
     # Re-entrant, so a store call made while the saver holds it (or the reverse, on one
     # thread) cannot deadlock. Its commits count towards the store's background WAL
     # checkpoints (``_wal``). The connection stays the store's: ``store.close()`` closes it.
@@ -99,7 +109,8 @@ def _sqlite_saver(db: Any) -> BaseCheckpointSaver:
     with lock:
         conn = db.writer()
         try:
-            saver = StoreSqliteSaver(conn)
+            saver = _store_sqlite_saver()(conn)
+            saver.db = db
             saver.setup()
             install_sqlite_fence(conn)
         except sqlite3.DatabaseError as exc:

@@ -40,11 +40,22 @@ _NOW: dict[Dialect, str] = {
 class Tx:
     """One open transaction (or autocommit read) on one connection."""
 
-    __slots__ = ("_cur", "_db")
+    __slots__ = ("_cur", "_db", "_owner")
 
-    def __init__(self, db: Database, cur: Any) -> None:
+    def __init__(self, db: Database, cur: Any, owner: _SqliteTx | None = None) -> None:
         self._db = db
         self._cur = cur
+        self._owner = owner
+
+    def promote(self) -> bool:
+        """Turn this read into a write transaction, if that costs no wait; True when it is one.
+
+        SQLite: a warm read that got the writers' connection holds the write lock already, so
+        it can go on writing there (``BEGIN IMMEDIATE`` now, COMMIT when it ends) instead of
+        giving the lock back and taking it again. Anything else answers whether it already is
+        a write; the caller then opens its own write transaction.
+        """
+        return self._owner is not None and self._owner.promote()
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         cur = self._cur.execute(self._db.sql(sql), self._p(params))
@@ -368,7 +379,20 @@ class _SqliteTx:
             self._give_back(conn)
             _raise_translated(exc, db.path)
             raise
-        return Tx(db, cur)
+        return Tx(db, cur, self)
+
+    def promote(self) -> bool:
+        if not self._write and self._locked:
+            # The read before ran in autocommit (no BEGIN), so no snapshot is upgraded here:
+            # the write starts fresh, and another process's write since the read is met by
+            # the caller's insert as any race is (its primary key).
+            try:
+                self._cur.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                _raise_translated(exc, self._db.path)
+                raise
+            self._write = True
+        return self._write
 
     def _give_back(self, conn: sqlite3.Connection) -> None:
         if not self._locked:

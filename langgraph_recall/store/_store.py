@@ -528,9 +528,15 @@ class RecallStore(BaseStore):
         if prev is None:  # SQLite; or PostgreSQL lost a race for attempt 1: read it now
             with self._db.tx(warm=True) as tx:
                 prev = _records.latest_action(tx, action_id)
-        settled = _records.settled_claim(prev, action_id, args_digest)
-        if settled is not None:
-            return settled
+                settled = _records.settled_claim(prev, action_id, args_digest)
+                if settled is not None:
+                    return settled
+                if tx.promote():  # SQLite, no write in progress: insert under the same lock
+                    return _records.insert_attempt(tx, prev, **intent)
+        else:
+            settled = _records.settled_claim(prev, action_id, args_digest)
+            if settled is not None:
+                return settled
         with self._db.tx(write=True) as tx:
             return _records.insert_attempt(tx, prev, **intent)
 
