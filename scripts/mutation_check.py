@@ -40,7 +40,7 @@ MUTATIONS = [
     Mutation(
         "claim",
         "claim uniqueness: a call that ran (or is running) is never claimed again",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_actions.py",
         '    if prev.status == "open":\n'
         '        return Claim("in_doubt", prev)\n'
         '    if prev.status in ("done", "failed"):\n'
@@ -68,7 +68,7 @@ MUTATIONS = [
     Mutation(
         "digest",
         "digest comparison: an approval runs only the arguments it was given for",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_actions.py",
         '    if not hmac.compare_digest(a.args_digest or "", args_digest):\n',
         "    if False:\n",
         (
@@ -79,7 +79,7 @@ MUTATIONS = [
     Mutation(
         "spend",
         "single spend: one approval is used by one execution",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_actions.py",
         "    if not spent:\n        raise ApprovalMismatch(\n",
         "    if False:\n        raise ApprovalMismatch(\n",
         ("tests/test_tools_approval.py::test_approval_is_spent_by_one_attempt",),
@@ -150,7 +150,7 @@ MUTATIONS = [
     Mutation(
         "action_seq",
         "action order (SQLite): each new attempt is numbered after the agent's last",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_actions.py",
         'seq_sql = "(SELECT coalesce(max(seq), 0) + 1 FROM recall_actions WHERE agent_id = ?)"',
         'seq_sql = "(SELECT 1 WHERE ? IS NOT NULL)"',
         ("tests/test_store_order.py::test_actions_keep_claim_order_when_ids_sort_the_other_way",),
@@ -288,7 +288,7 @@ MUTATIONS = [
     Mutation(
         "end_once",
         "an attempt's end is written once: a second end changes nothing and says so",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_actions.py",
         '"WHERE action_id = ? AND attempt = ? AND outcome IS NULL",',
         '"WHERE action_id = ? AND attempt = ?",',
         (

@@ -1,26 +1,25 @@
-"""The agent's journal: turns, revisions, outputs, actions, approvals, leases.
+"""The agent's journal: agents, turns, revisions, outputs, leases (actions and approvals are
+in ``_actions``).
 
 Every function takes an open ``Tx`` and is written once for both engines. Anything that decides
-on what it read (claim, spend, lease) runs in a write transaction, which is ``BEGIN IMMEDIATE``
-on SQLite and relies on a primary key or a single conditional statement on PostgreSQL, so two
-processes can never both win.
+on what it read (a lease, a turn's number) runs in a write transaction, which is ``BEGIN
+IMMEDIATE`` on SQLite and relies on a primary key or a single conditional statement on
+PostgreSQL, so two processes can never both win.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import time
-import uuid
 from collections.abc import Container, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from .._errors import ApprovalDenied, ApprovalMismatch, ApprovalRequired, LeaseHeld, RecallError
-from ._codec import dump_json, dumps_typed, load_json, loads_fields, loads_record, loads_typed
+from .._errors import LeaseHeld, RecallError
+from ._codec import dump_json, dumps_typed, load_json, loads_fields, loads_typed
 from ._db import Tx
-from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView
+from ._models import AgentInfo, Lease, Pointer, Turn, TurnView
 
 # --- agents ----------------------------------------------------------------------------------
 
@@ -31,7 +30,7 @@ def touch_agent(tx: Tx, agent_id: str) -> None:
     The upsert also takes the row lock on PostgreSQL, which serialises concurrent appends for
     one agent (so sequence numbers are handed out without gaps or duplicates).
     """
-    _check_agent_id(agent_id)
+    check_agent_id(agent_id)
     # One upsert: its DO UPDATE takes the row lock on PostgreSQL like a plain UPDATE would.
     tx.run(
         "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, revision_seq, "
@@ -41,14 +40,14 @@ def touch_agent(tx: Tx, agent_id: str) -> None:
     )
 
 
-def _check_agent_id(agent_id: str) -> None:
+def check_agent_id(agent_id: str) -> None:
     if not isinstance(agent_id, str) or not agent_id or "\x00" in agent_id:
         raise RecallError(
             "agent_id must be a non-empty string without NUL characters", code="invalid_value"
         )
 
 
-def _next_seq(tx: Tx, agent_id: str, column: str, n: int) -> int:
+def next_seq(tx: Tx, agent_id: str, column: str, n: int) -> int:
     """Reserve ``n`` sequence numbers; returns the first."""
     row = tx.one(
         f"UPDATE recall_agents SET {column} = {column} + ? WHERE agent_id = ? RETURNING {column}",
@@ -155,7 +154,7 @@ def record(
             fresh.append((mid, m))
     if not fresh:
         return 0
-    first = _next_seq(tx, agent_id, "turn_seq", len(fresh))
+    first = next_seq(tx, agent_id, "turn_seq", len(fresh))
     rows = []
     for offset, (mid, m) in enumerate(fresh):
         ref = None
@@ -228,7 +227,7 @@ def record_pg(
             return None
         dtype, data = dumps_typed(m)
         batch[mid] = (m.type, dtype, data)
-    _check_agent_id(agent_id)
+    check_agent_id(agent_id)
     values = list(batch.values())
     try:
         row = tx.one(
@@ -398,7 +397,7 @@ def _get_item(tx: Tx, namespace: tuple[str, ...], key: str) -> dict[str, Any] | 
 
 def _revise(tx: Tx, agent_id: str, kind: str, name: str | None, data: dict[str, Any]) -> None:
     touch_agent(tx, agent_id)
-    seq = _next_seq(tx, agent_id, "revision_seq", 1)
+    seq = next_seq(tx, agent_id, "revision_seq", 1)
     tx.run(
         "INSERT INTO recall_revisions (agent_id, seq, kind, name, data, created_at) "
         "VALUES (?, ?, ?, ?, ?, {now})",
@@ -506,476 +505,6 @@ def fetch_output(tx: Tx, ref: str, offset: int = 0, length: int | None = None) -
     text = bytes(row[0]).decode("utf-8", "surrogatepass")
     offset = max(0, int(offset))
     return text[offset:] if length is None else text[offset : offset + max(0, int(length))]
-
-
-# --- actions ---------------------------------------------------------------------------------
-
-_ACTION_COLS = (
-    "a.action_id, a.agent_id, a.tool, a.klass, a.args_type, a.args, a.args_digest, "
-    "a.idempotency_key, a.attempt, a.created_at, a.thread_id, a.outcome, a.result_type, a.result, "
-    "a.error, a.note, a.resolved_by, a.ended_at"
-)
-
-
-def _action(r: Sequence[Any]) -> Action:
-    result = loads_record(r[12], r[13]) if r[12] is not None and r[13] is not None else None
-    return Action(
-        action_id=r[0],
-        agent_id=r[1],
-        tool=r[2],
-        klass=r[3],
-        args=loads_typed(r[4], r[5]),
-        args_digest=r[6],
-        idempotency_key=r[7],
-        attempt=int(r[8]),
-        created_at=r[9],
-        thread_id=r[10],
-        status=r[11] or "open",
-        result=result,
-        error=r[14],
-        note=r[15],
-        resolved_by=r[16],
-        ended_at=r[17],
-    )
-
-
-def latest_action(tx: Tx, action_id: str) -> Action | None:
-    row = tx.one(
-        f"SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.action_id = ? "
-        "ORDER BY a.attempt DESC LIMIT 1",
-        (action_id,),
-    )
-    return None if row is None else _action(row)
-
-
-def find_action(tx: Tx, action_id: str) -> Action:
-    """An action by id or unique id prefix (for people typing ids from the CLI)."""
-    found = latest_action(tx, action_id)
-    if found is not None:
-        return found
-    rows = tx.all(
-        "SELECT DISTINCT action_id FROM recall_actions WHERE action_id >= ? AND action_id < ? LIMIT 2",
-        (action_id, action_id + "\uffff"),
-    )
-    if len(rows) == 1:
-        found = latest_action(tx, rows[0][0])
-        assert found is not None
-        return found
-    if len(rows) > 1:
-        raise RecallError(
-            f"action id {action_id!r} is ambiguous; give more characters", code="unknown_action"
-        )
-    raise RecallError(
-        f"no action {action_id!r} is recorded; list them with `langgraph-recall actions AGENT`",
-        code="unknown_action",
-    )
-
-
-def claim(
-    tx: Tx,
-    *,
-    agent_id: str,
-    action_id: str,
-    tool: str,
-    klass: str,
-    args: Any,
-    args_digest: str,
-    idempotency_key: str,
-    thread_id: str | None,
-    epoch: int | None,
-) -> Claim:
-    """Insert-if-absent of the next attempt of an action.
-
-    A finished action returns its end; an open one is in doubt. Abandoned (an ``interrupt()``
-    unwound it) and not-done (a person or resolver said it did not happen) attempts may run
-    again, as a new attempt under the same idempotency key.
-    """
-    prev = latest_action(tx, action_id)
-    return settled_claim(prev, action_id, args_digest) or insert_attempt(
-        tx,
-        prev,
-        agent_id=agent_id,
-        action_id=action_id,
-        tool=tool,
-        klass=klass,
-        args=args,
-        args_digest=args_digest,
-        idempotency_key=idempotency_key,
-        thread_id=thread_id,
-        epoch=epoch,
-    )
-
-
-def settled_claim(prev: Action | None, action_id: str, args_digest: str) -> Claim | None:
-    """What a claim answers from the action's latest attempt alone; None when a new attempt
-    is due (no attempt yet, or the last was abandoned or not done)."""
-    if prev is None:
-        return None
-    if prev.status == "open":
-        return Claim("in_doubt", prev)
-    if prev.status in ("done", "failed"):
-        return Claim(prev.status, prev)
-    if prev.args_digest != args_digest:
-        raise ApprovalMismatch(
-            f"action {action_id} was recorded for other arguments; it will not run with new ones",
-            code="approval_mismatch",
-        )
-    return None
-
-
-def insert_attempt(
-    tx: Tx,
-    prev: Action | None,
-    *,
-    agent_id: str,
-    action_id: str,
-    tool: str,
-    klass: str,
-    args: Any,
-    args_digest: str,
-    idempotency_key: str,
-    thread_id: str | None,
-    epoch: int | None,
-) -> Claim:
-    """Insert the attempt after ``prev`` (which may have been read before this transaction).
-
-    The primary key (action_id, attempt) decides every race: of the claimers that saw the same
-    ``prev``, one inserts and the others conflict, then answer from the attempt that won.
-    """
-    args_type, args_data = dumps_typed(args)
-    if tx.dialect == "sqlite":
-        # SQLite has one writer at a time (the caller's BEGIN IMMEDIATE), so the agent's next
-        # number is its highest + 1, read from the (agent_id, seq) index inside the insert: no
-        # update of the agent's row, and no page of it rewritten, on every call. The row is
-        # only created when missing; last_activity moves with the agent's turns.
-        _check_agent_id(agent_id)
-        tx.run(
-            "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
-            "revision_seq, action_seq) VALUES (?, {now}, {now}, 0, 0, 0) "
-            "ON CONFLICT (agent_id) DO NOTHING",
-            (agent_id,),
-        )
-        seq: Any = None
-        seq_sql = "(SELECT coalesce(max(seq), 0) + 1 FROM recall_actions WHERE agent_id = ?)"
-    else:
-        # PostgreSQL writers run at once: the agent row's lock hands the numbers out.
-        touch_agent(tx, agent_id)
-        seq = _next_seq(tx, agent_id, "action_seq", 1)
-        seq_sql = "?"
-    while True:
-        attempt = 1 if prev is None else prev.attempt + 1
-        inserted = tx.one(
-            "INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, "
-            "args_type, args, args_digest, idempotency_key, epoch, seq, created_at) "
-            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {seq_sql}, {{now}}) "
-            "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at",
-            (
-                action_id,
-                attempt,
-                agent_id,
-                thread_id,
-                tool,
-                klass,
-                args_type,
-                args_data,
-                args_digest,
-                idempotency_key,
-                epoch,
-                agent_id if seq is None else seq,
-            ),
-        )
-        if inserted is not None:
-            break
-        # Another claimer inserted this attempt after our read: answer from theirs (it may
-        # even have been abandoned since, in which case the next attempt is ours to try).
-        prev = latest_action(tx, action_id)
-        settled = settled_claim(prev, action_id, args_digest)
-        if settled is not None:
-            return settled
-    # Everything about the new attempt is known here: no need to read it back.
-    action = Action(
-        action_id=action_id,
-        agent_id=agent_id,
-        tool=tool,
-        klass=klass,
-        args=loads_typed(args_type, args_data),
-        args_digest=args_digest,
-        idempotency_key=idempotency_key,
-        attempt=attempt,
-        status="open",
-        created_at=float(inserted[0]),
-        thread_id=thread_id,
-    )
-    return Claim("claimed", action)
-
-
-def claim_first_pg(
-    tx: Tx,
-    *,
-    agent_id: str,
-    action_id: str,
-    tool: str,
-    klass: str,
-    args: Any,
-    args_digest: str,
-    idempotency_key: str,
-    thread_id: str | None,
-    epoch: int | None,
-) -> tuple[Claim | None, Action | None]:
-    """PostgreSQL: read the action's latest attempt and, if it has none, claim attempt 1, in
-    ONE statement (one round trip, for a new call and for a repeat alike).
-
-    Returns (the claim, None) when attempt 1 was inserted; else (None, the latest attempt as the
-    statement saw it, or None). Run outside a transaction the statement commits on its own, so
-    the intent is durable when it returns. The agent upsert, the sequence number and the intent
-    are data-modifying parts of the one statement: all or nothing; neither runs when an attempt
-    already exists. When a concurrent claimer inserted attempt 1 first,
-    the insert does nothing and the statement's snapshot shows no attempt: (None, None), and
-    the caller takes the general path, where the primary key settles it as before.
-    """
-    _check_agent_id(agent_id)
-    args_type, args_data = dumps_typed(args)
-    row = tx.one(
-        f"WITH prev AS (SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.action_id = ? "
-        "ORDER BY a.attempt DESC LIMIT 1), "
-        "ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
-        "revision_seq, action_seq) SELECT ?, {now}, {now}, 0, 0, 1 "
-        "WHERE NOT EXISTS (SELECT 1 FROM prev) ON CONFLICT (agent_id) DO "
-        "UPDATE SET last_activity = excluded.last_activity, "
-        "action_seq = recall_agents.action_seq + 1 RETURNING action_seq), "
-        "ins AS (INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, "
-        "args_type, args, args_digest, idempotency_key, epoch, seq, created_at) "
-        "SELECT ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now} FROM ag "
-        "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at) "
-        "SELECT (SELECT created_at FROM ins), prev.* FROM (SELECT 1) AS one "
-        "LEFT JOIN prev ON TRUE",
-        (
-            action_id,
-            agent_id,
-            action_id,
-            agent_id,
-            thread_id,
-            tool,
-            klass,
-            args_type,
-            args_data,
-            args_digest,
-            idempotency_key,
-            epoch,
-        ),
-    )
-    assert row is not None
-    if row[0] is None:
-        return None, (_action(row[1:]) if row[1] is not None else None)
-    action = Action(
-        action_id=action_id,
-        agent_id=agent_id,
-        tool=tool,
-        klass=klass,
-        args=loads_typed(args_type, args_data),
-        args_digest=args_digest,
-        idempotency_key=idempotency_key,
-        attempt=1,
-        status="open",
-        created_at=float(row[0]),
-        thread_id=thread_id,
-    )
-    return Claim("claimed", action), None
-
-
-END_OUTCOMES = ("done", "failed", "abandoned", "not_done")
-
-
-def end(
-    tx: Tx,
-    action_id: str,
-    attempt: int,
-    outcome: str,
-    *,
-    result: Any = None,
-    error: str | None = None,
-    note: str | None = None,
-    resolved_by: str | None = None,
-) -> bool:
-    """Record how an attempt ended. Only once, only for an attempt that exists."""
-    if outcome not in END_OUTCOMES:
-        raise RecallError(
-            f"outcome must be one of {END_OUTCOMES}, got {outcome!r}", code="invalid_value"
-        )
-    rtype, rdata = (None, None) if outcome != "done" else dumps_typed(result)
-    # One statement on both engines (on PostgreSQL, autocommitted: one round trip). It sets the
-    # end only while the attempt has none: of two enders, the second finds outcome set and
-    # changes nothing; the table's trigger refuses any other change. The typed NULL keeps
-    # PostgreSQL from reading a missing result as text.
-    blob = "BYTEA" if tx.dialect == "postgres" else "BLOB"
-    changed = tx.run(
-        "UPDATE recall_actions SET outcome = ?, result_type = ?, "
-        f"result = CAST(? AS {blob}), error = ?, note = ?, resolved_by = ?, ended_at = {{now}} "
-        "WHERE action_id = ? AND attempt = ? AND outcome IS NULL",
-        (outcome, rtype, rdata, error, note, resolved_by, action_id, attempt),
-    )
-    if changed:
-        return True
-    if (
-        tx.one(
-            "SELECT 1 FROM recall_actions WHERE action_id = ? AND attempt = ?", (action_id, attempt)
-        )
-        is None
-    ):
-        raise RecallError(
-            f"no intent for action {action_id} attempt {attempt}", code="unknown_action"
-        )
-    return False
-
-
-def actions(tx: Tx, agent_id: str, open_only: bool) -> list[Action]:
-    """Latest attempt of each action, oldest first (open ones: only those without an end)."""
-    if open_only:
-        # An open attempt is always its action's latest (a new attempt follows an end), and
-        # the partial index recall_actions_open holds exactly these rows, in the agent's order.
-        rows = tx.all(
-            f"SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.agent_id = ? AND "
-            "a.outcome IS NULL ORDER BY a.seq, a.action_id",
-            (agent_id,),
-        )
-    else:
-        rows = tx.all(
-            f"SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.agent_id = ? AND "
-            "a.attempt = (SELECT MAX(b.attempt) FROM recall_actions b WHERE b.action_id = a.action_id) "
-            "ORDER BY a.seq, a.action_id",
-            (agent_id,),
-        )
-    return [_action(r) for r in rows]
-
-
-def resolve(tx: Tx, action_id: str, outcome: str, note: str | None, by: str) -> Action:
-    action = find_action(tx, action_id)
-    if action.status != "open":
-        raise RecallError(
-            f"action {action.action_id} is already {action.status}; only open (in doubt) actions "
-            "can be resolved",
-            code="not_open",
-        )
-    if outcome not in ("done", "not_done"):
-        raise RecallError("resolve with outcome 'done' or 'not_done'", code="invalid_value")
-    end(tx, action.action_id, action.attempt, outcome, note=note, resolved_by=by)
-    found = latest_action(tx, action.action_id)
-    assert found is not None
-    return found
-
-
-# --- approvals -------------------------------------------------------------------------------
-
-
-def _sign(secret: bytes, agent_id: str, action_id: str, decision: str, digest: str | None) -> str:
-    msg = "\x1f".join([agent_id, action_id, decision, digest or ""]).encode()
-    return hmac.new(secret, msg, hashlib.sha256).hexdigest()
-
-
-def _approval(r: Sequence[Any]) -> Approval:
-    return Approval(
-        approval_id=r[0],
-        agent_id=r[1],
-        action_id=r[2],
-        decision=r[3],
-        args=loads_typed(r[4], r[5]) if r[4] is not None else None,
-        args_digest=r[6],
-        message=r[7],
-        signature=r[8],
-        created_at=r[9],
-    )
-
-
-_APPROVAL_COLS = (
-    "approval_id, agent_id, action_id, decision, args_type, args, args_digest, message, "
-    "signature, created_at"
-)
-
-
-def record_decision(
-    tx: Tx,
-    secret: bytes,
-    *,
-    agent_id: str,
-    action_id: str,
-    decision: str,
-    args: Any = None,
-    args_digest: str | None = None,
-    message: str | None = None,
-) -> Approval:
-    if decision not in ("requested", "approve", "reject"):
-        raise RecallError(f"unknown decision {decision!r}", code="invalid_value")
-    touch_agent(tx, agent_id)
-    approval_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
-    atype, adata = (None, None) if args is None else dumps_typed(args)
-    sig = _sign(secret, agent_id, action_id, decision, args_digest)
-    tx.run(
-        f"INSERT INTO recall_approvals ({_APPROVAL_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {{now}})",
-        (approval_id, agent_id, action_id, decision, atype, adata, args_digest, message, sig),
-    )
-    return latest_decision(tx, action_id)  # type: ignore[return-value]
-
-
-def latest_decision(tx: Tx, action_id: str) -> Approval | None:
-    row = tx.one(
-        f"SELECT {_APPROVAL_COLS} FROM recall_approvals WHERE action_id = ? "
-        "ORDER BY approval_id DESC LIMIT 1",
-        (action_id,),
-    )
-    return None if row is None else _approval(row)
-
-
-def verify_signature(secret: bytes, a: Approval) -> bool:
-    expected = _sign(secret, a.agent_id, a.action_id, a.decision, a.args_digest)
-    return hmac.compare_digest(expected, a.signature)
-
-
-def spend_approval(
-    tx: Tx, secret: bytes, *, agent_id: str, action_id: str, args_digest: str, attempt: int
-) -> Approval:
-    """Use the latest decision for this action to run it with exactly ``args_digest``. Once."""
-    a = latest_decision(tx, action_id)
-    if a is None or a.decision == "requested":
-        raise ApprovalRequired(f"action {action_id} has no decision yet; ask a person first")
-    if a.agent_id != agent_id or not verify_signature(secret, a):
-        raise ApprovalMismatch(
-            f"the decision on record for {action_id} does not carry a valid signature for this "
-            "agent; it was altered or made with another secret, so nothing runs",
-        )
-    if a.decision == "reject":
-        raise ApprovalDenied(f"a person rejected {action_id}: {a.message or 'no reason given'}")
-    if not hmac.compare_digest(a.args_digest or "", args_digest):
-        raise ApprovalMismatch(
-            f"the approval for {action_id} was given for other arguments (digest "
-            f"{(a.args_digest or '')[:12]}), not the ones about to run ({args_digest[:12]}); "
-            "nothing ran. Ask for a new decision.",
-        )
-    spent = tx.run(
-        "INSERT INTO recall_approval_spends (approval_id, action_id, attempt, created_at) "
-        "VALUES (?, ?, ?, {now}) ON CONFLICT (approval_id) DO NOTHING",
-        (a.approval_id, action_id, attempt),
-    )
-    if not spent:
-        raise ApprovalMismatch(
-            f"the approval for {action_id} was already used by one execution; a replayed resume "
-            "cannot run the call again. Ask for a new decision.",
-        )
-    return a
-
-
-def pending_approvals(tx: Tx, agent_id: str) -> list[Approval]:
-    """Requests with no decision after them."""
-    rows = tx.all(
-        f"SELECT {_APPROVAL_COLS} FROM recall_approvals r WHERE r.agent_id = ? AND "
-        "r.decision = 'requested' AND NOT EXISTS (SELECT 1 FROM recall_approvals d WHERE "
-        "d.action_id = r.action_id AND d.approval_id > r.approval_id) ORDER BY r.approval_id",
-        (agent_id,),
-    )
-    return [_approval(r) for r in rows]
-
-
-def all_approvals(tx: Tx) -> list[Approval]:
-    return [_approval(r) for r in tx.all(f"SELECT {_APPROVAL_COLS} FROM recall_approvals")]
 
 
 # --- leases ----------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from langgraph.store.base import (
 )
 
 from .._errors import RecallError
-from . import _items, _records
+from . import _actions, _items, _records
 from ._db import Database, PostgresDatabase, SqliteDatabase, is_postgres_target, sqlite_path
 from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView, UndoReport
 from ._secret import postgres_secret, sqlite_secret
@@ -522,23 +522,23 @@ class RecallStore(BaseStore):
             # PostgreSQL: the read and a first attempt's claim are one autocommitted statement
             # (one round trip instead of a read, then BEGIN, four statements and COMMIT).
             with self._db.tx() as tx:
-                first, prev = _records.claim_first_pg(tx, **intent)
+                first, prev = _actions.claim_first_pg(tx, **intent)
             if first is not None:
                 return first
         if prev is None:  # SQLite; or PostgreSQL lost a race for attempt 1: read it now
             with self._db.tx(warm=True) as tx:
-                prev = _records.latest_action(tx, action_id)
-                settled = _records.settled_claim(prev, action_id, args_digest)
+                prev = _actions.latest_action(tx, action_id)
+                settled = _actions.settled_claim(prev, action_id, args_digest)
                 if settled is not None:
                     return settled
                 if tx.promote():  # SQLite, no write in progress: insert under the same lock
-                    return _records.insert_attempt(tx, prev, **intent)
+                    return _actions.insert_attempt(tx, prev, **intent)
         else:
-            settled = _records.settled_claim(prev, action_id, args_digest)
+            settled = _actions.settled_claim(prev, action_id, args_digest)
             if settled is not None:
                 return settled
         with self._db.tx(write=True) as tx:
-            return _records.insert_attempt(tx, prev, **intent)
+            return _actions.insert_attempt(tx, prev, **intent)
 
     async def aclaim(self, agent_id: str, action_id: str, **kwargs: Any) -> Claim:
         return await self._run(self.claim, agent_id, action_id, **kwargs)
@@ -555,10 +555,10 @@ class RecallStore(BaseStore):
         resolved_by: str | None = None,
     ) -> bool:
         """Record how an attempt ended (done, failed, abandoned, not_done). Only the first counts."""
-        # PostgreSQL: `_records.end` is one statement there, atomic on its own, so it runs
+        # PostgreSQL: `_actions.end` is one statement there, atomic on its own, so it runs
         # autocommitted (no BEGIN/COMMIT round trips). SQLite keeps BEGIN IMMEDIATE.
         with self._db.tx(write=self._db.dialect == "sqlite") as tx:
-            return _records.end(
+            return _actions.end(
                 tx,
                 action_id,
                 attempt,
@@ -575,7 +575,7 @@ class RecallStore(BaseStore):
     def action(self, action_id: str) -> Action:
         """One action by id (or unique id prefix). Raises ``unknown_action``."""
         with self._db.tx() as tx:
-            return _records.find_action(tx, action_id)
+            return _actions.find_action(tx, action_id)
 
     async def aaction(self, action_id: str) -> Action:
         return await self._run(self.action, action_id)
@@ -583,7 +583,7 @@ class RecallStore(BaseStore):
     def actions(self, agent_id: str, open_only: bool = False) -> list[Action]:
         """The agent's actions (latest attempt each), oldest first; ``open_only``: in doubt only."""
         with self._db.tx() as tx:
-            return _records.actions(tx, agent_id, open_only)
+            return _actions.actions(tx, agent_id, open_only)
 
     async def aactions(self, agent_id: str, open_only: bool = False) -> list[Action]:
         return await self._run(self.actions, agent_id, open_only)
@@ -597,7 +597,7 @@ class RecallStore(BaseStore):
         if isinstance(outcome, bool):
             outcome = "done" if outcome else "not_done"
         with self._db.tx(write=True) as tx:
-            return _records.resolve(tx, action_id, outcome, note, by="person")
+            return _actions.resolve(tx, action_id, outcome, note, by="person")
 
     async def aresolve(
         self, action_id: str, outcome: str | bool, note: str | None = None
@@ -631,7 +631,7 @@ class RecallStore(BaseStore):
     ) -> Approval:
         """Record a request or a decision for an action, signed over agent, action and digest."""
         with self._db.tx(write=True) as tx:
-            return _records.record_decision(
+            return _actions.record_decision(
                 tx,
                 self._secret,
                 agent_id=agent_id,
@@ -649,7 +649,7 @@ class RecallStore(BaseStore):
 
     def latest_decision(self, action_id: str) -> Approval | None:
         with self._db.tx() as tx:
-            return _records.latest_decision(tx, action_id)
+            return _actions.latest_decision(tx, action_id)
 
     async def alatest_decision(self, action_id: str) -> Approval | None:
         return await self._run(self.latest_decision, action_id)
@@ -663,7 +663,7 @@ class RecallStore(BaseStore):
         signature or an approval already spent, ``approval_required`` when none was given.
         """
         with self._db.tx(write=True) as tx:
-            return _records.spend_approval(
+            return _actions.spend_approval(
                 tx,
                 self._secret,
                 agent_id=agent_id,
@@ -680,7 +680,7 @@ class RecallStore(BaseStore):
     def pending_approvals(self, agent_id: str) -> list[Approval]:
         """Approval requests still waiting for a person."""
         with self._db.tx() as tx:
-            return _records.pending_approvals(tx, agent_id)
+            return _actions.pending_approvals(tx, agent_id)
 
     async def apending_approvals(self, agent_id: str) -> list[Approval]:
         return await self._run(self.pending_approvals, agent_id)
@@ -690,8 +690,8 @@ class RecallStore(BaseStore):
         with self._db.tx() as tx:
             return [
                 a
-                for a in _records.all_approvals(tx)
-                if not _records.verify_signature(self._secret, a)
+                for a in _actions.all_approvals(tx)
+                if not _actions.verify_signature(self._secret, a)
             ]
 
     async def averify_approvals(self) -> list[Approval]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._records import actions as list_actions
+from ._actions import actions as list_actions
 from ._schema import APPEND_ONLY_TABLES, SCHEMA_VERSION
 
 if TYPE_CHECKING:
