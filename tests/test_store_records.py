@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph_recall import RecallError
 from langgraph_recall._errors import ApprovalDenied, ApprovalMismatch, LeaseHeld
 from langgraph_recall.store import RecallStore
+from langgraph_recall.store._db import Tx
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -612,3 +613,33 @@ def test_a_long_list_sent_again_is_checked_by_id_before_anything_is_serialised(
             assert store.record(agent, [HumanMessage("next", id="h401")]) == 1
         assert [sql for sql, _ in seen if "recall_turns" in sql][0].startswith("WITH fresh")
         assert [t.seq for t in store.turns(agent, last=3)] == [400, 401, 402]
+
+
+def test_the_thread_marker_answers_the_previous_thread_and_keeps_the_items_shape(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run's start notes the agent's thread and learns where it ran before (to record what a
+    # crash left there). On PostgreSQL the read and the write are one statement.
+    ns = ("recall", "ag", "runs")
+    assert store._switch_thread("ag", "t1") is None  # first run: nowhere before
+    assert store.get(ns, "thread").value == {"thread_id": "t1"}  # type: ignore[union-attr]
+    assert store._switch_thread("ag", "t1") is None  # same thread: nothing to catch up
+    statements: list[str] = []
+    real_one, real_run = Tx.one, Tx.run
+    monkeypatch.setattr(
+        Tx, "one", lambda tx, sql, p=(): statements.append(sql) or real_one(tx, sql, p)
+    )
+    monkeypatch.setattr(
+        Tx, "run", lambda tx, sql, p=(): statements.append(sql) or real_run(tx, sql, p)
+    )
+    assert store._switch_thread("ag", "t2") == "t1"
+    monkeypatch.undo()
+    # PostgreSQL: one statement, one round trip; SQLite: the read and the upsert.
+    assert len(statements) == (1 if store.dialect == "postgres" else 2), statements
+    item = store.get(ns, "thread")
+    assert item is not None and item.value == {"thread_id": "t2"}
+    assert store._switch_thread("ag", "t1") == "t2"
+    assert store._switch_thread("other", "t1") is None  # per agent
+    assert store.get(ns, "thread").value == {"thread_id": "t1"}  # type: ignore[union-attr]
+    # Not a searchable item: the marker is bookkeeping, not a memory.
+    assert all(i.key != "thread" for i in store.search(ns, query="t1"))

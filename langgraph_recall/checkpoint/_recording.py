@@ -41,8 +41,6 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
-from ..store._records import agent_ns
-
 if TYPE_CHECKING:
     from ..store import RecallStore
 
@@ -150,12 +148,7 @@ def switch_thread(store: RecallStore, agent_id: str, thread_id: str) -> str | No
     """Note that the agent now runs on ``thread_id``; returns the thread it ran on before, if
     different. Written at run start, before any node, so a run killed at any point after it is
     still known to the next run of the agent (which then records what that thread left)."""
-    ns = agent_ns(agent_id, "runs")
-    item = store.get(ns, "thread")
-    previous = str(item.value.get("thread_id")) if item is not None else None
-    if previous != thread_id:
-        store.put(ns, "thread", {"thread_id": thread_id}, index=False)
-    return previous if previous not in (None, thread_id) else None
+    return store._switch_thread(agent_id, thread_id)
 
 
 def catch_up(

@@ -395,6 +395,43 @@ def _get_item(tx: Tx, namespace: tuple[str, ...], key: str) -> dict[str, Any] | 
     return None if row is None else load_json(row[0])
 
 
+def switch_thread(tx: Tx, agent_id: str, thread_id: str) -> str | None:
+    """Note that the agent runs on ``thread_id`` now; returns the thread noted before (or None).
+
+    The note is the item ``("recall", <agent>, "runs") / "thread"``, written as a ``put`` with
+    ``index=False`` would write it. PostgreSQL: one autocommitted statement (its CTEs all see
+    the row as it was before the upsert), instead of a read and a write transaction.
+    """
+    from ._items import encode_ns
+
+    prefix = encode_ns(agent_ns(agent_id, "runs"))
+    value = dump_json({"thread_id": thread_id})
+    upsert = (
+        "INSERT INTO recall_items (prefix, key, value, body, created_at, updated_at) "
+        "VALUES (?, 'thread', ?, '', {now}, {now}) ON CONFLICT (prefix, key) DO UPDATE SET "
+        "value = excluded.value, body = excluded.body, updated_at = excluded.updated_at, "
+        "expires_at = NULL, ttl_minutes = NULL"
+    )
+    if tx.dialect == "postgres":
+        row = tx.one(
+            "WITH old AS (SELECT value FROM recall_items WHERE prefix = ? AND key = 'thread'), "
+            f"up AS ({upsert} WHERE recall_items.value IS DISTINCT FROM excluded.value) "
+            "SELECT (SELECT value FROM old)",
+            (prefix, prefix, value),
+        )
+        old = row[0] if row is not None else None
+    else:
+        found = tx.one(
+            "SELECT value FROM recall_items WHERE prefix = ? AND key = 'thread'", (prefix,)
+        )
+        old = found[0] if found is not None else None
+    noted = None if old is None else load_json(old).get("thread_id")
+    previous = None if noted is None else str(noted)
+    if previous != thread_id and tx.dialect == "sqlite":  # the caller's write transaction
+        tx.run(upsert, (prefix, value))
+    return previous if previous != thread_id else None
+
+
 def _revise(tx: Tx, agent_id: str, kind: str, name: str | None, data: dict[str, Any]) -> None:
     touch_agent(tx, agent_id)
     seq = next_seq(tx, agent_id, "revision_seq", 1)

@@ -331,6 +331,15 @@ class RecallStore(BaseStore):
             self._sweeper = None
         return stopped
 
+    def _switch_thread(self, agent_id: str, thread_id: str) -> str | None:
+        """Note the agent's current thread at a run's start; the thread noted before, if other.
+
+        PostgreSQL: one autocommitted statement (one round trip, not three); SQLite: one write
+        transaction.
+        """
+        with self._db.tx(write=self._db.dialect == "sqlite") as tx:
+            return _records.switch_thread(tx, agent_id, thread_id)
+
     # --- turns -----------------------------------------------------------------------------
 
     def record(
