@@ -297,6 +297,14 @@ MUTATIONS = [
         ),
     ),
     Mutation(
+        "agent_row",
+        "SQLite: an action's first intent creates its agent's row (agents() lists it)",
+        "langgraph_recall/store/_schema.py",
+        '"BEGIN INSERT OR IGNORE INTO recall_agents',
+        '"WHEN 0 BEGIN INSERT OR IGNORE INTO recall_agents',
+        ("tests/test_store_schema.py::-k::upgraded", "tests/test_store_records.py::-k::agents"),
+    ),
+    Mutation(
         "set_once_sqlite",
         "SQLite refuses any change to an action but filling its empty end, once",
         "langgraph_recall/store/_schema.py",

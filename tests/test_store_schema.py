@@ -199,6 +199,9 @@ def test_an_old_file_is_upgraded_to_one_action_table_with_every_record_kept(
         assert new.end("a-new", fresh.action.attempt, "done", result="again") is False
         assert new.action("a-new").result == "ok"
         assert new.end("a-open", 1, "not_done", note="checked by hand") is True
+        # An agent whose first record is an action is listed (its row made with the intent).
+        assert new.claim("ag2", "b-1", tool="t", args={}, args_digest="d").status == "claimed"
+        assert [(a.agent_id, a.open_actions) for a in new.agents()] == [("ag", 1), ("ag2", 1)]
         assert [a.action_id for a in new.actions("ag", open_only=True)] == ["a-retry"]
         assert [a.action_id for a in new.actions("ag")] == [
             "a-done",

@@ -175,9 +175,11 @@ def test_a_new_claim_reads_and_writes_in_one_hold_of_the_writers_connection(
             assert _claim(store, "a1") == "in_doubt"  # a repeat: read only, nothing begun
         finally:
             writer.set_trace_callback(None)
-        kinds = [s.split()[0].upper() for s in statements]
+        # (SQLite traces a statement again for each trigger program it runs: count it once.)
+        sent = [s for i, s in enumerate(statements) if i == 0 or s != statements[i - 1]]
+        kinds = [s.split()[0].upper() for s in sent]
         # The read, then the write, on the writers' connection; a repeat only reads.
-        assert kinds == ["SELECT", "BEGIN", "INSERT", "INSERT", "COMMIT", "SELECT"], statements
+        assert kinds == ["SELECT", "BEGIN", "INSERT", "COMMIT", "SELECT"], statements
         assert not writer.in_transaction
         # ... and without letting go of the write lock between the read and the write.
         lock = _CountingRLock(store._db.write_lock)

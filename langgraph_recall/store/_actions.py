@@ -160,14 +160,9 @@ def insert_attempt(
         # SQLite has one writer at a time (the caller's BEGIN IMMEDIATE), so the agent's next
         # number is its highest + 1, read from the (agent_id, seq) index inside the insert: no
         # update of the agent's row, and no page of it rewritten, on every call. The row is
-        # only created when missing; last_activity moves with the agent's turns.
+        # created, when missing, by the insert's trigger (recall_actions_agent, schema v3);
+        # last_activity moves with the agent's turns.
         check_agent_id(agent_id)
-        tx.run(
-            "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
-            "revision_seq, action_seq) VALUES (?, {now}, {now}, 0, 0, 0) "
-            "ON CONFLICT (agent_id) DO NOTHING",
-            (agent_id,),
-        )
         seq: Any = None
         seq_sql = "(SELECT coalesce(max(seq), 0) + 1 FROM recall_actions WHERE agent_id = ?)"
     else:

@@ -440,6 +440,18 @@ MIGRATIONS: list[list[Step]] = [
         Drop("recall_action_ends"),
         Drop("recall_open_actions"),
         ACTIONS_OPEN,
+        # SQLite: an action's first insert creates its agent's row inside the engine, instead
+        # of an upsert statement sent with every claim (PostgreSQL's claim upserts the row
+        # anyway: it takes the row's lock to number the action).
+        {
+            "sqlite": [
+                "CREATE TRIGGER IF NOT EXISTS recall_actions_agent AFTER INSERT ON recall_actions "
+                "BEGIN INSERT OR IGNORE INTO recall_agents (agent_id, created_at, last_activity, "
+                "turn_seq, revision_seq, action_seq) VALUES (NEW.agent_id, NEW.created_at, "
+                "NEW.created_at, 0, 0, 0); END"
+            ],
+            "postgres": [],
+        },
     ],
 ]
 
