@@ -643,3 +643,25 @@ def test_the_thread_marker_answers_the_previous_thread_and_keeps_the_items_shape
     assert store.get(ns, "thread").value == {"thread_id": "t1"}  # type: ignore[union-attr]
     # Not a searchable item: the marker is bookkeeping, not a memory.
     assert all(i.key != "thread" for i in store.search(ns, query="t1"))
+
+
+def test_taking_a_lease_is_one_statement_without_a_transaction_on_postgresql(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The take is one conditional upsert, atomic on its own: PostgreSQL runs it autocommitted
+    # (one round trip); SQLite keeps BEGIN IMMEDIATE on its writers' connection.
+    opened: list[bool] = []
+    real_tx = store._db.tx
+
+    def spy(write: bool = False, **kwargs: Any) -> Any:
+        opened.append(write)
+        return real_tx(write, **kwargs)
+
+    monkeypatch.setattr(store._db, "tx", spy)
+    lease = store.acquire_lease("ag", "me", 60.0)
+    assert opened == [store.dialect == "sqlite"]
+    with pytest.raises(LeaseHeld) as held:
+        store.acquire_lease("ag", "someone else", 60.0)
+    assert (held.value.details["holder"], held.value.details["epoch"]) == ("me", lease.epoch)
+    assert store.release_lease("ag", "me", lease.epoch) is True
+    assert store.acquire_lease("ag", "someone else", 60.0).epoch == lease.epoch + 1

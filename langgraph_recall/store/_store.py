@@ -710,7 +710,11 @@ class RecallStore(BaseStore):
 
     def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
         """Take the agent's lease (free, expired or ours) or raise ``LeaseHeld``."""
-        with self._db.tx(write=True) as tx:
+        # The take is one conditional upsert, atomic on its own: on PostgreSQL it runs
+        # autocommitted (one round trip, not BEGIN + statement + COMMIT); SQLite keeps BEGIN
+        # IMMEDIATE on the writers' connection. Refused, the holder is read after it, which can
+        # only be later: the answer (held, by whom) was true when the upsert ran.
+        with self._db.tx(write=self._db.dialect == "sqlite") as tx:
             return _records.acquire_lease(tx, agent_id, holder, ttl)
 
     async def aacquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
