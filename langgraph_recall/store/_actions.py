@@ -13,6 +13,7 @@ import hmac
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ApprovalDenied, ApprovalMismatch, ApprovalRequired, RecallError
@@ -84,41 +85,6 @@ def find_action(tx: Tx, action_id: str) -> Action:
     )
 
 
-def claim(
-    tx: Tx,
-    *,
-    agent_id: str,
-    action_id: str,
-    tool: str,
-    klass: str,
-    args: Any,
-    args_digest: str,
-    idempotency_key: str,
-    thread_id: str | None,
-    epoch: int | None,
-) -> Claim:
-    """Insert-if-absent of the next attempt of an action.
-
-    A finished action returns its end; an open one is in doubt. Abandoned (an ``interrupt()``
-    unwound it) and not-done (a person or resolver said it did not happen) attempts may run
-    again, as a new attempt under the same idempotency key.
-    """
-    prev = latest_action(tx, action_id)
-    return settled_claim(prev, action_id, args_digest) or insert_attempt(
-        tx,
-        prev,
-        agent_id=agent_id,
-        action_id=action_id,
-        tool=tool,
-        klass=klass,
-        args=args,
-        args_digest=args_digest,
-        idempotency_key=idempotency_key,
-        thread_id=thread_id,
-        epoch=epoch,
-    )
-
-
 def settled_claim(prev: Action | None, action_id: str, args_digest: str) -> Claim | None:
     """What a claim answers from the action's latest attempt alone; None when a new attempt
     is due (no attempt yet, or the last was abandoned or not done)."""
@@ -136,100 +102,103 @@ def settled_claim(prev: Action | None, action_id: str, args_digest: str) -> Clai
     return None
 
 
-def insert_attempt(
-    tx: Tx,
-    prev: Action | None,
-    *,
-    agent_id: str,
-    action_id: str,
-    tool: str,
-    klass: str,
-    args: Any,
-    args_digest: str,
-    idempotency_key: str,
-    thread_id: str | None,
-    epoch: int | None,
-) -> Claim:
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """One attempt's intent: what a claim records before the tool runs."""
+
+    agent_id: str
+    action_id: str
+    tool: str
+    klass: str
+    args: Any
+    args_digest: str
+    idempotency_key: str
+    thread_id: str | None
+    epoch: int | None
+
+    def row(self, attempt: int, args_type: str, args_data: bytes, seq: Any) -> tuple[Any, ...]:
+        """The insert's parameters, in ``_INSERT_COLS`` order."""
+        return (
+            self.action_id,
+            attempt,
+            self.agent_id,
+            self.thread_id,
+            self.tool,
+            self.klass,
+            args_type,
+            args_data,
+            self.args_digest,
+            self.idempotency_key,
+            self.epoch,
+            seq,
+        )
+
+    def claimed(self, attempt: int, args_type: str, args_data: bytes, created_at: Any) -> Claim:
+        """The claim of the attempt just inserted: all of it is known, nothing is read back."""
+        return Claim(
+            "claimed",
+            Action(
+                action_id=self.action_id,
+                agent_id=self.agent_id,
+                tool=self.tool,
+                klass=self.klass,
+                args=loads_typed(args_type, args_data),
+                args_digest=self.args_digest,
+                idempotency_key=self.idempotency_key,
+                attempt=attempt,
+                status="open",
+                created_at=float(created_at),
+                thread_id=self.thread_id,
+            ),
+        )
+
+
+_INSERT_COLS = (
+    "action_id, attempt, agent_id, thread_id, tool, klass, args_type, args, args_digest, "
+    "idempotency_key, epoch, seq"
+)
+
+
+def insert_attempt(tx: Tx, prev: Action | None, intent: Intent) -> Claim:
     """Insert the attempt after ``prev`` (which may have been read before this transaction).
 
     The primary key (action_id, attempt) decides every race: of the claimers that saw the same
     ``prev``, one inserts and the others conflict, then answer from the attempt that won.
     """
-    args_type, args_data = dumps_typed(args)
+    check_agent_id(intent.agent_id)
+    args_type, args_data = dumps_typed(intent.args)
     if tx.dialect == "sqlite":
         # SQLite has one writer at a time (the caller's BEGIN IMMEDIATE), so the agent's next
         # number is its highest + 1, read from the (agent_id, seq) index inside the insert: no
         # update of the agent's row, and no page of it rewritten, on every call. The row is
         # created, when missing, by the insert's trigger (recall_actions_agent, schema v3);
         # last_activity moves with the agent's turns.
-        check_agent_id(agent_id)
-        seq: Any = None
+        seq: Any = intent.agent_id
         seq_sql = "(SELECT coalesce(max(seq), 0) + 1 FROM recall_actions WHERE agent_id = ?)"
     else:
         # PostgreSQL writers run at once: the agent row's lock hands the numbers out.
-        touch_agent(tx, agent_id)
-        seq = next_seq(tx, agent_id, "action_seq", 1)
+        touch_agent(tx, intent.agent_id)
+        seq = next_seq(tx, intent.agent_id, "action_seq", 1)
         seq_sql = "?"
     while True:
         attempt = 1 if prev is None else prev.attempt + 1
         inserted = tx.one(
-            "INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, "
-            "args_type, args, args_digest, idempotency_key, epoch, seq, created_at) "
+            f"INSERT INTO recall_actions ({_INSERT_COLS}, created_at) "
             f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {seq_sql}, {{now}}) "
             "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at",
-            (
-                action_id,
-                attempt,
-                agent_id,
-                thread_id,
-                tool,
-                klass,
-                args_type,
-                args_data,
-                args_digest,
-                idempotency_key,
-                epoch,
-                agent_id if seq is None else seq,
-            ),
+            intent.row(attempt, args_type, args_data, seq),
         )
         if inserted is not None:
-            break
+            return intent.claimed(attempt, args_type, args_data, inserted[0])
         # Another claimer inserted this attempt after our read: answer from theirs (it may
         # even have been abandoned since, in which case the next attempt is ours to try).
-        prev = latest_action(tx, action_id)
-        settled = settled_claim(prev, action_id, args_digest)
+        prev = latest_action(tx, intent.action_id)
+        settled = settled_claim(prev, intent.action_id, intent.args_digest)
         if settled is not None:
             return settled
-    # Everything about the new attempt is known here: no need to read it back.
-    action = Action(
-        action_id=action_id,
-        agent_id=agent_id,
-        tool=tool,
-        klass=klass,
-        args=loads_typed(args_type, args_data),
-        args_digest=args_digest,
-        idempotency_key=idempotency_key,
-        attempt=attempt,
-        status="open",
-        created_at=float(inserted[0]),
-        thread_id=thread_id,
-    )
-    return Claim("claimed", action)
 
 
-def claim_first_pg(
-    tx: Tx,
-    *,
-    agent_id: str,
-    action_id: str,
-    tool: str,
-    klass: str,
-    args: Any,
-    args_digest: str,
-    idempotency_key: str,
-    thread_id: str | None,
-    epoch: int | None,
-) -> tuple[Claim | None, Action | None]:
+def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Action | None]:
     """PostgreSQL: read the action's latest attempt and, if it has none, claim attempt 1, in
     ONE statement (one round trip, for a new call and for a repeat alike).
 
@@ -237,12 +206,12 @@ def claim_first_pg(
     statement saw it, or None). Run outside a transaction the statement commits on its own, so
     the intent is durable when it returns. The agent upsert, the sequence number and the intent
     are data-modifying parts of the one statement: all or nothing; neither runs when an attempt
-    already exists. When a concurrent claimer inserted attempt 1 first,
-    the insert does nothing and the statement's snapshot shows no attempt: (None, None), and
-    the caller takes the general path, where the primary key settles it as before.
+    already exists. When a concurrent claimer inserted attempt 1 first, the insert does nothing
+    and the statement's snapshot shows no attempt: (None, None), and the caller takes the
+    general path, where the primary key settles it as before.
     """
-    check_agent_id(agent_id)
-    args_type, args_data = dumps_typed(args)
+    check_agent_id(intent.agent_id)
+    args_type, args_data = dumps_typed(intent.args)
     row = tx.one(
         f"WITH prev AS (SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.action_id = ? "
         "ORDER BY a.attempt DESC LIMIT 1), "
@@ -251,44 +220,17 @@ def claim_first_pg(
         "WHERE NOT EXISTS (SELECT 1 FROM prev) ON CONFLICT (agent_id) DO "
         "UPDATE SET last_activity = excluded.last_activity, "
         "action_seq = recall_agents.action_seq + 1 RETURNING action_seq), "
-        "ins AS (INSERT INTO recall_actions (action_id, attempt, agent_id, thread_id, tool, klass, "
-        "args_type, args, args_digest, idempotency_key, epoch, seq, created_at) "
-        "SELECT ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now} FROM ag "
+        f"ins AS (INSERT INTO recall_actions ({_INSERT_COLS}, created_at) "
+        "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now} FROM ag "
         "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at) "
         "SELECT (SELECT created_at FROM ins), prev.* FROM (SELECT 1) AS one "
         "LEFT JOIN prev ON TRUE",
-        (
-            action_id,
-            agent_id,
-            action_id,
-            agent_id,
-            thread_id,
-            tool,
-            klass,
-            args_type,
-            args_data,
-            args_digest,
-            idempotency_key,
-            epoch,
-        ),
+        (intent.action_id, intent.agent_id, *intent.row(1, args_type, args_data, None)[:-1]),
     )
     assert row is not None
     if row[0] is None:
         return None, (_action(row[1:]) if row[1] is not None else None)
-    action = Action(
-        action_id=action_id,
-        agent_id=agent_id,
-        tool=tool,
-        klass=klass,
-        args=loads_typed(args_type, args_data),
-        args_digest=args_digest,
-        idempotency_key=idempotency_key,
-        attempt=1,
-        status="open",
-        created_at=float(row[0]),
-        thread_id=thread_id,
-    )
-    return Claim("claimed", action), None
+    return intent.claimed(1, args_type, args_data, row[0]), None
 
 
 END_OUTCOMES = ("done", "failed", "abandoned", "not_done")
