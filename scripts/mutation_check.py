@@ -213,11 +213,11 @@ MUTATIONS = [
     ),
     Mutation(
         "rowless",
-        "schema v2: the action tables are rebuilt without rowid, every record kept",
+        "schema v2: the action table is rebuilt without rowid, every record kept",
         "langgraph_recall/store/_schema.py",
         "    new = replace(table, without_rowid=True)\n",
         "    new = table\n",
-        ("tests/test_store_schema.py::-k::v1_file",),
+        ("tests/test_store_schema.py::-k::upgraded",),
     ),
     Mutation(
         "pg_durability",
@@ -303,6 +303,31 @@ MUTATIONS = [
         '"BEGIN INSERT OR IGNORE INTO recall_agents',
         '"WHEN 0 BEGIN INSERT OR IGNORE INTO recall_agents',
         ("tests/test_store_schema.py::-k::upgraded", "tests/test_store_records.py::-k::agents"),
+    ),
+    Mutation(
+        "list_reader",
+        "SQLite: a half-read checkpoint listing holds up no other thread's writes",
+        "langgraph_recall/checkpoint/_same_db.py",
+        "        def list(\n",
+        "        def _list_elsewhere(\n",
+        ("tests/test_store_writer.py::-k::half_read",),
+    ),
+    Mutation(
+        "one_hold",
+        "SQLite: a new call's claim reads and inserts in one hold of the writers' connection",
+        "langgraph_recall/store/_store.py",
+        "                if tx.promote():",
+        "                if False:",
+        ("tests/test_store_writer.py::-k::one_hold",),
+    ),
+    Mutation(
+        "pg_lease_one_statement",
+        "PostgreSQL: taking a lease is one autocommitted statement",
+        "langgraph_recall/store/_store.py",
+        '        with self._db.tx(write=self._db.dialect == "sqlite") as tx:\n'
+        "            return _records.acquire_lease(",
+        "        with self._db.tx(write=True) as tx:\n            return _records.acquire_lease(",
+        ("tests/test_store_records.py::-k::one_statement_without",),
     ),
     Mutation(
         "set_once_sqlite",
