@@ -294,6 +294,7 @@ MUTATIONS = [
         (
             "tests/test_store_schema.py::-k::set_once or upgraded",
             "tests/test_store_records.py",
+            "tests/test_store_concurrency.py::-k::exactly_one_end",
         ),
     ),
     Mutation(
@@ -319,6 +320,22 @@ MUTATIONS = [
         "                if tx.promote():",
         "                if False:",
         ("tests/test_store_writer.py::-k::one_hold",),
+    ),
+    Mutation(
+        "promote_pooled",
+        "SQLite: a read served by a pooled connection is never promoted to a write",
+        "langgraph_recall/store/_db.py",
+        "        if not self._write and self._locked:\n",
+        "        if not self._write:\n",
+        ("tests/test_store_writer.py::-k::found_a_write",),
+    ),
+    Mutation(
+        "open_index",
+        "open actions are read from their partial index, not the agent's history",
+        "langgraph_recall/store/_schema.py",
+        '        Drop("recall_open_actions"),\n        ACTIONS_OPEN,\n',
+        '        Drop("recall_open_actions"),\n',
+        ("tests/test_store_records.py::-k::partial_index",),
     ),
     Mutation(
         "pg_lease_one_statement",

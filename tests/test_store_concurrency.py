@@ -41,6 +41,25 @@ def test_eight_processes_claim_one_action_and_exactly_one_wins(
         ) == [(1, winner)]
 
 
+def _end_shared(store: RecallStore, n: int) -> tuple[bool, int]:
+    return store.end("act-ending", 1, "done", result=f"answer {n}"), n
+
+
+def test_eight_processes_end_one_attempt_and_exactly_one_end_is_kept(
+    store: RecallStore, store_target: str
+) -> None:
+    # A call's end is set once in its intent's row (schema v3): of the tool's own process, a
+    # resolver and a person ending it at the same moment, one end is kept, the others are told
+    # (False) and change nothing; none of them fails.
+    assert store.claim("ag", "act-ending", tool="t", args={}, args_digest="d").claimed
+    results = ok_results(run_together(store_target, _end_shared, [(n,) for n in range(8)]))
+    winners = [n for ended, n in results if ended]
+    assert len(winners) == 1, results
+    action = store.action("act-ending")
+    assert (action.status, action.result) == ("done", f"answer {winners[0]}")
+    assert store.actions("ag", open_only=True) == []
+
+
 # --- turns ---------------------------------------------------------------------------------
 
 

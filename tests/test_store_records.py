@@ -125,8 +125,11 @@ def test_turns_last_n_returns_the_newest_n_oldest_first(api: Api) -> None:
     assert api.turns("nobody", last=5) == []
 
 
-def _plan_problems(store: RecallStore, sql: str, params: list[Any]) -> list[str]:
-    """What in the plan of ``sql`` reads more than an index range: full scans, sorts."""
+def _plan_problems(
+    store: RecallStore, sql: str, params: list[Any], table: str = "recall_turns", most: int = 5
+) -> list[str]:
+    """What in the plan of ``sql`` reads more than an index range: full scans, sorts, more
+    than ``most`` rows of ``table`` (PostgreSQL, from EXPLAIN ANALYZE)."""
     with store._db.tx() as tx:
         if store.dialect == "sqlite":
             details = [r[3] for r in tx.all("EXPLAIN QUERY PLAN " + sql, params)]
@@ -139,8 +142,9 @@ def _plan_problems(store: RecallStore, sql: str, params: list[Any]) -> list[str]
         kind = node["Node Type"]
         if kind in ("Seq Scan", "Sort", "Bitmap Heap Scan"):
             problems.append(kind)
-        if node.get("Relation Name") == "recall_turns" and node["Actual Rows"] > 5:
-            problems.append(f"{kind} read {node['Actual Rows']} turn rows")
+        read = node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
+        if node.get("Relation Name") == table and read > most:
+            problems.append(f"{kind} read {read} rows of {table}")
         for child in node.get("Plans", []):
             walk(child)
 
@@ -164,6 +168,31 @@ def _vm_steps(store: RecallStore, fn: Any) -> int:
         finally:
             conn.set_progress_handler(None, 1)
     return steps[0]
+
+
+def test_open_actions_are_read_from_the_partial_index_not_the_history(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The briefing asks for the open actions before every model call: that read must not
+    # grow with the agent's finished actions (schema v3: recall_actions_open).
+    for i in range(2000):
+        c = store.claim("busy", f"act-{i}", tool="t", args={"i": i}, args_digest="d")
+        if i not in (17, 1388):
+            store.end(c.action.action_id, 1, "done", result=i)
+    if store.dialect == "postgres":
+        with store._db.tx() as tx:
+            tx.run("ANALYZE recall_actions")
+    with captured_sql(monkeypatch) as seen:
+        got = store.actions("busy", open_only=True)
+    assert [a.action_id for a in got] == ["act-17", "act-1388"]
+    reads = [(sql, params) for sql, params in seen if "recall_actions" in sql]
+    assert len(reads) == 1
+    sql, params = reads[0]
+    assert _plan_problems(store, sql, params, table="recall_actions", most=2) == [], sql
+    if store.dialect == "sqlite":
+        with store._db.tx() as tx:
+            plan = " ".join(r[3] for r in tx.all("EXPLAIN QUERY PLAN " + sql, params))
+        assert "recall_actions_open" in plan, plan
 
 
 def test_turns_last_n_is_an_index_read_not_a_scan(

@@ -228,3 +228,25 @@ def test_a_claim_that_fails_after_taking_the_write_leaves_nothing_open(tmp_path:
         t.join(10)
         assert done == ["claimed"]
         assert [a.action_id for a in store.actions("agent")] == ["y"]
+
+
+def test_a_claim_whose_read_found_a_write_in_progress_still_writes_on_the_writers_connection(
+    tmp_path: Path,
+) -> None:
+    # The claim's read then ran on a pooled connection, which must never be promoted to a
+    # write: every write of the process goes through the writers' connection, under the lock.
+    with RecallStore.open(tmp_path / "r.db") as store:
+        assert _claim(store, "a0") == "claimed"
+        writer = store._db.writer()
+        seen: list[str] = []
+        out: list[str] = []
+        claimer = threading.Thread(target=lambda: out.append(_claim(store, "a1")))
+        with store._db.tx(write=True):  # a write in progress on this thread
+            writer.set_trace_callback(seen.append)
+            claimer.start()
+            claimer.join(0.5)
+            assert out == [], "the claim wrote while another write was in progress"
+        claimer.join(10)
+        writer.set_trace_callback(None)
+        assert out == ["claimed"]
+        assert any(s.startswith("INSERT INTO recall_actions") for s in seen), seen

@@ -282,10 +282,11 @@ def actions(tx: Tx, agent_id: str, open_only: bool) -> list[Action]:
     """Latest attempt of each action, oldest first (open ones: only those without an end)."""
     if open_only:
         # An open attempt is always its action's latest (a new attempt follows an end), and
-        # the partial index recall_actions_open holds exactly these rows, in the agent's order.
+        # the partial index recall_actions_open holds exactly these rows, in the agent's order
+        # (seq is unique per agent: no tie to break, so no sort after the index).
         rows = tx.all(
             f"SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.agent_id = ? AND "
-            "a.outcome IS NULL ORDER BY a.seq, a.action_id",
+            "a.outcome IS NULL ORDER BY a.seq",
             (agent_id,),
         )
     else:

@@ -375,15 +375,26 @@ def agent_ns(agent_id: str, kind: str) -> tuple[str, ...]:
     return ("recall", agent_label(agent_id), kind)
 
 
-def _put_item(tx: Tx, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> None:
+# The records' own items (working state, pointers, the thread marker): written without a TTL.
+_ITEM_UPSERT = (
+    "INSERT INTO recall_items (prefix, key, value, body, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?, {now}, {now}) ON CONFLICT (prefix, key) DO UPDATE SET "
+    "value = excluded.value, body = excluded.body, updated_at = excluded.updated_at"
+)
+
+
+def _put_item(
+    tx: Tx,
+    namespace: tuple[str, ...],
+    key: str,
+    value: dict[str, Any],
+    *,
+    searchable: bool = True,
+) -> None:
     from ._items import body_text, encode_ns
 
-    tx.run(
-        "INSERT INTO recall_items (prefix, key, value, body, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, {now}, {now}) ON CONFLICT (prefix, key) DO UPDATE SET "
-        "value = excluded.value, body = excluded.body, updated_at = excluded.updated_at",
-        (encode_ns(namespace), key, dump_json(value), body_text(value, None)),
-    )
+    body = body_text(value, None) if searchable else ""
+    tx.run(_ITEM_UPSERT, (encode_ns(namespace), key, dump_json(value), body))
 
 
 def _get_item(tx: Tx, namespace: tuple[str, ...], key: str) -> dict[str, Any] | None:
@@ -396,39 +407,32 @@ def _get_item(tx: Tx, namespace: tuple[str, ...], key: str) -> dict[str, Any] | 
 
 
 def switch_thread(tx: Tx, agent_id: str, thread_id: str) -> str | None:
-    """Note that the agent runs on ``thread_id`` now; returns the thread noted before (or None).
+    """Note that the agent runs on ``thread_id`` now; returns the thread noted before, if other.
 
-    The note is the item ``("recall", <agent>, "runs") / "thread"``, written as a ``put`` with
-    ``index=False`` would write it. PostgreSQL: one autocommitted statement (its CTEs all see
-    the row as it was before the upsert), instead of a read and a write transaction.
+    The note is the item ``("recall", <agent>, "runs") / "thread"``, not searchable (as a
+    ``put`` with ``index=False``). SQLite: a read and an upsert in the caller's write
+    transaction. PostgreSQL: one autocommitted statement (its CTEs all see the row as it was
+    before the upsert), one round trip instead of three.
     """
     from ._items import encode_ns
 
-    prefix = encode_ns(agent_ns(agent_id, "runs"))
-    value = dump_json({"thread_id": thread_id})
-    upsert = (
-        "INSERT INTO recall_items (prefix, key, value, body, created_at, updated_at) "
-        "VALUES (?, 'thread', ?, '', {now}, {now}) ON CONFLICT (prefix, key) DO UPDATE SET "
-        "value = excluded.value, body = excluded.body, updated_at = excluded.updated_at, "
-        "expires_at = NULL, ttl_minutes = NULL"
-    )
+    ns = agent_ns(agent_id, "runs")
+    note = {"thread_id": thread_id}
     if tx.dialect == "postgres":
+        prefix = encode_ns(ns)
         row = tx.one(
             "WITH old AS (SELECT value FROM recall_items WHERE prefix = ? AND key = 'thread'), "
-            f"up AS ({upsert} WHERE recall_items.value IS DISTINCT FROM excluded.value) "
+            f"up AS ({_ITEM_UPSERT} WHERE recall_items.value IS DISTINCT FROM excluded.value) "
             "SELECT (SELECT value FROM old)",
-            (prefix, prefix, value),
+            (prefix, prefix, "thread", dump_json(note), ""),
         )
-        old = row[0] if row is not None else None
+        before = load_json(row[0]) if row is not None and row[0] is not None else None
     else:
-        found = tx.one(
-            "SELECT value FROM recall_items WHERE prefix = ? AND key = 'thread'", (prefix,)
-        )
-        old = found[0] if found is not None else None
-    noted = None if old is None else load_json(old).get("thread_id")
+        before = _get_item(tx, ns, "thread")
+        if before != note:
+            _put_item(tx, ns, "thread", note, searchable=False)
+    noted = None if before is None else before.get("thread_id")
     previous = None if noted is None else str(noted)
-    if previous != thread_id and tx.dialect == "sqlite":  # the caller's write transaction
-        tx.run(upsert, (prefix, value))
     return previous if previous != thread_id else None
 
 

@@ -2,8 +2,9 @@
 
 Tables are declared with portable column kinds; ``render(dialect)`` turns them into DDL. The
 ``MIGRATIONS`` list follows LangGraph's savers: its position is the schema version, and each
-entry is a list of steps (a ``Table``, an ``Index``, or a ``{"sqlite": ..., "postgres": ...}``
-dict of raw statements for what only one engine has: FTS5, triggers, GIN indexes).
+entry is a list of steps (a ``Table``, an ``Index``, added ``Columns``, a ``Drop``, a
+``SetOnce`` guard, or a ``{"sqlite": ..., "postgres": ...}`` dict of raw statements for what
+differs by engine: FTS5, triggers, GIN indexes, data copies).
 
 Journal tables (turns, revisions, outputs, actions, approvals, spends) are append-only:
 triggers refuse UPDATE and DELETE on them, so "nothing recorded is lost" is enforced by the
