@@ -758,8 +758,8 @@ def instrument(saver_types: Sequence[type]) -> tuple[dict[str, _Tally], Callable
                 txs.add(self.key, done - self.started)
 
     def tx_make(fn: Any) -> Any:
-        def tx(self: Any, write: bool = False) -> Any:
-            cm = fn(self, write)
+        def tx(self: Any, write: bool = False, **options: Any) -> Any:
+            cm = fn(self, write, **options)
             if getattr(self._local, "tx", None) is not None:
                 return cm  # joins the thread's open transaction
             frame = sys._getframe(1)

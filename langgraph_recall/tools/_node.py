@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import ToolCall
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import get_config_list
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import (
@@ -43,6 +46,10 @@ class DurableToolNode(ToolNode):
     Compile the graph with ``store=RecallStore.open(...)`` and a checkpointer
     (``store.checkpointer()``). Your ``wrap_tool_call``/``awrap_tool_call`` keep working; they
     run inside the durable wrapper, so a retrying wrapper retries under the same key.
+
+    Dispatch: several calls of one AI message run in parallel, as in ToolNode; a lone call runs
+    on the node's own thread (ToolNode starts and joins a thread pool even for one call, which
+    costs more than the durable records do), in a copy of its context as a pool thread would.
 
     Tools receive the call's idempotency key through a parameter annotated ``IdempotencyKey``
     (or ``idempotency_key: Annotated[str, InjectedToolArg]``), hidden from the model.
@@ -92,11 +99,42 @@ class DurableToolNode(ToolNode):
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
         with open_turns(config, self._gated_call_ids(input)):
-            return super()._func(input, config, runtime)
+            calls, input_type = self._parse_input(input)
+            if len(calls) != 1:
+                return super()._func(input, config, runtime)
+            # A lone call runs here, not on a thread of its own: ToolNode starts a thread pool
+            # for every node run and joins it, about 0.25 ms on a small machine, more than
+            # everything the durable call adds. Several calls still run in parallel (above).
+            # copy_context: the isolation of contextvars a pool thread would have given it.
+            (cfg,) = get_config_list(config, 1)
+            tool_runtime = self._tool_runtime(input, calls[0], cfg, runtime)
+            output = contextvars.copy_context().run(
+                self._run_one, calls[0], input_type, tool_runtime
+            )
+            return self._combine_tool_outputs([output], input_type)
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
         with open_turns(config, self._gated_call_ids(input)):
             return await super()._afunc(input, config, runtime)
+
+    def _tool_runtime(
+        self, input: Any, call: ToolCall, cfg: RunnableConfig, runtime: Runtime
+    ) -> ToolRuntime:
+        """The ``ToolRuntime`` ToolNode gives a call: the call's own fields, and every other
+        field carried over from the node's ``Runtime`` by name (so a field LangGraph adds to
+        both reaches the tool here too; ``test_tool_runtime_matches_toolnode`` checks it)."""
+        own: dict[str, Any] = {
+            "state": self._extract_state(input, cfg),
+            "tool_call_id": call["id"],
+            "config": cfg,
+            "tools": list(self.tools_by_name.values()),
+        }
+        shared = {
+            f.name: getattr(runtime, f.name)
+            for f in dataclasses.fields(ToolRuntime)
+            if f.init and f.name not in own and hasattr(runtime, f.name)
+        }
+        return ToolRuntime(**own, **shared)
 
     def _gated_call_ids(self, input: Any) -> list[str]:
         if not self.durable.any_gated:

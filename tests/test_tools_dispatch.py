@@ -1,0 +1,124 @@
+"""How ``DurableToolNode`` dispatches calls: a lone call on the node's own thread (ToolNode
+would start and join a thread pool for it), several in parallel as ToolNode does, and each
+tool seeing the same ``ToolRuntime`` either way."""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fix_tools import build_graph, call, reply
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import tool
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolRuntime
+
+from langgraph_recall.tools import DurableToolNode
+
+MARK: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="unset")
+
+
+@pytest.fixture
+def saver(store) -> Iterator[Any]:
+    cp = store.checkpointer()
+    yield cp
+    cp.close()
+
+
+def _capturing(seen: dict[str, Any]) -> Any:
+    @tool
+    def look(x: int, runtime: ToolRuntime) -> str:
+        """Remembers where and with what it ran."""
+        seen.setdefault("threads", []).append(threading.get_ident())
+        seen.setdefault("runtimes", []).append(runtime)
+        MARK.set("set by the tool")
+        time.sleep(0.2)  # long enough that two calls in parallel overlap
+        return f"saw {x}"
+
+    return look
+
+
+def _run(node: Any, script: list[Any], store: Any, saver: Any, thread: str) -> dict[str, Any]:
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+    node_threads: list[int] = []
+    original = type(node)._parse_input  # called on the node's thread, before any dispatch
+
+    def spy(self: Any, *a: Any, **k: Any) -> Any:
+        node_threads.append(threading.get_ident())
+        return original(self, *a, **k)
+
+    type(node)._parse_input = spy  # type: ignore[method-assign]
+    try:
+        out = graph.invoke(
+            {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": thread}}
+        )
+    finally:
+        type(node)._parse_input = original  # type: ignore[method-assign]
+    return {"out": out, "node_threads": node_threads}
+
+
+def test_lone_call_runs_on_the_node_thread_in_its_own_context(store, saver) -> None:
+    seen: dict[str, Any] = {}
+
+    class Node(DurableToolNode):
+        pass
+
+    node = Node([_capturing(seen)], classes={"look": "external"})
+    ran = _run(node, [reply("", call("look", x=1)), reply("done")], store, saver, "lone")
+    assert ran["out"]["messages"][-2].content == "saw 1"
+    assert seen["threads"] == ran["node_threads"], "a lone call should not hop to a pool thread"
+    # The tool's contextvars stay its own, as on a pool thread.
+    assert MARK.get() == "unset"
+    [action] = store.actions("lone")
+    assert action.status == "done"
+
+
+def test_several_calls_still_run_in_parallel(store, saver) -> None:
+    seen: dict[str, Any] = {}
+
+    class Node(DurableToolNode):
+        pass
+
+    node = Node([_capturing(seen)], classes={"look": "external"})
+    script = [reply("", call("look", x=1), call("look", x=2)), reply("done")]
+    started = time.monotonic()
+    ran = _run(node, script, store, saver, "pair")
+    took = time.monotonic() - started
+    contents = sorted(m.content for m in ran["out"]["messages"] if m.type == "tool")
+    assert contents == ["saw 1", "saw 2"]
+    assert len(set(seen["threads"])) == 2
+    assert not set(seen["threads"]) & set(ran["node_threads"])
+    assert took < 0.4 + 1.0, "the two 0.2 s calls should overlap (generous bound: a busy CI box)"
+    assert sorted(a.status for a in store.actions("pair")) == ["done", "done"]
+
+
+def test_tool_runtime_matches_toolnode(store, saver) -> None:
+    """Every field ToolNode fills for a tool, the inline path fills alike. Fails when LangGraph
+    adds a ToolRuntime field that ``_tool_runtime`` does not carry over."""
+    ours: dict[str, Any] = {}
+    theirs: dict[str, Any] = {}
+    script = [reply("", call("look", x=1)), reply("done")]
+    _run(
+        DurableToolNode([_capturing(ours)], classes={"look": "external"}),
+        script,
+        store,
+        saver,
+        "rt-ours",
+    )
+    plain = build_graph(ToolNode([_capturing(theirs)]), script, store=store, checkpointer=saver)
+    plain.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "rt-theirs"}})
+    [a], [b] = ours["runtimes"], theirs["runtimes"]
+    for field in dataclasses.fields(ToolRuntime):
+        mine, reference = getattr(a, field.name), getattr(b, field.name)
+        assert (mine is None) == (reference is None), field.name
+        assert type(mine) is type(reference), field.name
+    assert a.store is b.store is store
+    assert [m.content for m in a.state["messages"]] == [m.content for m in b.state["messages"]]
+    assert [t.name for t in a.tools] == [t.name for t in b.tools]
+    assert a.tool_call_id == a.state["messages"][-1].tool_calls[0]["id"]
+    assert a.config["configurable"]["thread_id"] == "rt-ours"
