@@ -29,7 +29,46 @@ from ._order import open_turns
 from ._outcome import Output, SettleReport
 
 
-class DurableToolNode(ToolNode):
+class LoneCallInline(ToolNode):
+    """``ToolNode`` whose lone tool call runs on the node's own thread.
+
+    ToolNode starts a thread pool for every node run and joins it, even for one call: about
+    0.25 ms on a small machine, more than a durable call's records cost, and the call then runs
+    on a cold new thread. Here a lone call runs inline, in a copy of the context (the isolation
+    of contextvars a pool thread gives); several calls still run in parallel, as ToolNode runs
+    them. The benchmarks use this class alone as the baseline that tells dispatch from records.
+    """
+
+    def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
+        calls, input_type = self._parse_input(input)
+        if len(calls) != 1:
+            return super()._func(input, config, runtime)
+        (cfg,) = get_config_list(config, 1)
+        tool_runtime = self._tool_runtime(input, calls[0], cfg, runtime)
+        output = contextvars.copy_context().run(self._run_one, calls[0], input_type, tool_runtime)
+        return self._combine_tool_outputs([output], input_type)
+
+    def _tool_runtime(
+        self, input: Any, call: ToolCall, cfg: RunnableConfig, runtime: Runtime
+    ) -> ToolRuntime:
+        """The ``ToolRuntime`` ToolNode gives a call: the call's own fields, and every other
+        field carried over from the node's ``Runtime`` by name (so a field LangGraph adds to
+        both reaches the tool here too; ``test_tool_runtime_matches_toolnode`` checks it)."""
+        own: dict[str, Any] = {
+            "state": self._extract_state(input, cfg),
+            "tool_call_id": call["id"],
+            "config": cfg,
+            "tools": list(self.tools_by_name.values()),
+        }
+        shared = {
+            f.name: getattr(runtime, f.name)
+            for f in dataclasses.fields(ToolRuntime)
+            if f.init and f.name not in own and hasattr(runtime, f.name)
+        }
+        return ToolRuntime(**own, **shared)
+
+
+class DurableToolNode(LoneCallInline):
     """A drop-in ``ToolNode`` whose side-effecting calls run at most once.
 
     Same constructor as ``ToolNode`` plus:
@@ -99,42 +138,11 @@ class DurableToolNode(ToolNode):
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
         with open_turns(config, self._gated_call_ids(input)):
-            calls, input_type = self._parse_input(input)
-            if len(calls) != 1:
-                return super()._func(input, config, runtime)
-            # A lone call runs here, not on a thread of its own: ToolNode starts a thread pool
-            # for every node run and joins it, about 0.25 ms on a small machine, more than
-            # everything the durable call adds. Several calls still run in parallel (above).
-            # copy_context: the isolation of contextvars a pool thread would have given it.
-            (cfg,) = get_config_list(config, 1)
-            tool_runtime = self._tool_runtime(input, calls[0], cfg, runtime)
-            output = contextvars.copy_context().run(
-                self._run_one, calls[0], input_type, tool_runtime
-            )
-            return self._combine_tool_outputs([output], input_type)
+            return super()._func(input, config, runtime)
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
         with open_turns(config, self._gated_call_ids(input)):
             return await super()._afunc(input, config, runtime)
-
-    def _tool_runtime(
-        self, input: Any, call: ToolCall, cfg: RunnableConfig, runtime: Runtime
-    ) -> ToolRuntime:
-        """The ``ToolRuntime`` ToolNode gives a call: the call's own fields, and every other
-        field carried over from the node's ``Runtime`` by name (so a field LangGraph adds to
-        both reaches the tool here too; ``test_tool_runtime_matches_toolnode`` checks it)."""
-        own: dict[str, Any] = {
-            "state": self._extract_state(input, cfg),
-            "tool_call_id": call["id"],
-            "config": cfg,
-            "tools": list(self.tools_by_name.values()),
-        }
-        shared = {
-            f.name: getattr(runtime, f.name)
-            for f in dataclasses.fields(ToolRuntime)
-            if f.init and f.name not in own and hasattr(runtime, f.name)
-        }
-        return ToolRuntime(**own, **shared)
 
     def _gated_call_ids(self, input: Any) -> list[str]:
         if not self.durable.any_gated:
