@@ -16,7 +16,8 @@ Subjects (SQLite, WAL + synchronous=NORMAL, ``durability="sync"``, built with th
   (``store.checkpointer()`` + ``DurableToolNode``) with the tool classed ``external`` and
   ``idempotent``; and two that split langgraph-recall's cost: the tool classed ``pure`` (the
   node wrapper without a durable call) and plain ``ToolNode`` on ``store.checkpointer()`` (the
-  checkpointer wrapper alone);
+  checkpointer wrapper alone); and ``ToolNode`` with DurableToolNode's dispatch (a lone call on
+  the node's thread, no thread pool: ``LoneCallInline``) on the bare saver, the dispatch alone;
 - the 10-step loop of ``bench_plugin.py``: the bare saver and ``ToolNode`` vs the whole plugin
   (checkpointer, ``DurableToolNode``, a briefing before every model call).
 
@@ -72,6 +73,9 @@ class Subject:
 
 SUBJECTS = [
     Subject("plain", "ToolNode + bare saver", "20-call"),
+    Subject(
+        "inline", "ToolNode, lone call inline (DurableToolNode's dispatch) + bare saver", "20-call"
+    ),
     Subject("c4a", "call4agents adapter + bare saver (ledger FULL, as shipped)", "20-call"),
     Subject("c4a-normal", "call4agents adapter + bare saver (ledger patched to NORMAL)", "20-call"),
     Subject("recall-external", "langgraph-recall, DurableToolNode, tool 'external'", "20-call"),
@@ -102,6 +106,7 @@ def build(key: str, tmp: str, stack: ExitStack, scale: float = 1.0) -> Callable[
     from langgraph.prebuilt import ToolNode
 
     from langgraph_recall import DurableToolNode, RecallStore
+    from langgraph_recall.tools._node import LoneCallInline
 
     calls = STEPS if BY_KEY[key].loop == "10-step" else CALLS
 
@@ -117,6 +122,9 @@ def build(key: str, tmp: str, stack: ExitStack, scale: float = 1.0) -> Callable[
 
     if key == "plain" or key == "plugin-bare":
         graph = loop_graph(ToolNode([add_tool()]), bare(), calls=calls)
+        return lambda: run_once(graph)
+    if key == "inline":
+        graph = loop_graph(LoneCallInline([add_tool()]), bare(), calls=calls)
         return lambda: run_once(graph)
     if key in ("c4a", "c4a-normal"):
         ledger = c4a_ledger(os.path.join(tmp, "c4a", "ledger.sqlite"), normal=key == "c4a-normal")
@@ -301,6 +309,7 @@ def report(run: Run) -> list[tuple[str, str]]:
         )
         split = []
         for a, b, what in (
+            ("inline", "plain", "DurableToolNode's dispatch: a lone call inline, no thread pool"),
             ("recall-toolnode", "plain", "checkpointer wrapper (lease, fencing, recording)"),
             ("recall-pure", "recall-toolnode", "DurableToolNode wrapper, no durable call"),
             ("recall-external", "recall-pure", "durable call, 'external' (claim, end)"),
