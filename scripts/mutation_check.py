@@ -330,6 +330,22 @@ MUTATIONS = [
         ("tests/test_store_writer.py::-k::found_a_write",),
     ),
     Mutation(
+        "lone_call_inline",
+        "DurableToolNode runs a lone call on the node's thread, not a new thread pool",
+        "langgraph_recall/tools/_node.py",
+        "        if len(calls) != 1:\n",
+        "        if True:\n",
+        ("tests/test_tools_dispatch.py::-k::lone_call",),
+    ),
+    Mutation(
+        "tool_runtime_fields",
+        "the inline call's ToolRuntime carries every field ToolNode gives a tool",
+        "langgraph_recall/tools/_node.py",
+        "            if f.init and f.name not in own and hasattr(runtime, f.name)\n",
+        '            if f.init and f.name not in own and f.name != "execution_info"\n',
+        ("tests/test_tools_dispatch.py::-k::tool_runtime",),
+    ),
+    Mutation(
         "open_index",
         "open actions are read from their partial index, not the agent's history",
         "langgraph_recall/store/_schema.py",

@@ -4,7 +4,6 @@ tool seeing the same ``ToolRuntime`` either way."""
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import threading
 import time
@@ -20,8 +19,6 @@ from langgraph.prebuilt.tool_node import ToolRuntime
 
 from langgraph_recall.tools import DurableToolNode
 
-MARK: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="unset")
-
 
 @pytest.fixture
 def saver(store) -> Iterator[Any]:
@@ -36,7 +33,6 @@ def _capturing(seen: dict[str, Any]) -> Any:
         """Remembers where and with what it ran."""
         seen.setdefault("threads", []).append(threading.get_ident())
         seen.setdefault("runtimes", []).append(runtime)
-        MARK.set("set by the tool")
         time.sleep(0.2)  # long enough that two calls in parallel overlap
         return f"saw {x}"
 
@@ -62,7 +58,7 @@ def _run(node: Any, script: list[Any], store: Any, saver: Any, thread: str) -> d
     return {"out": out, "node_threads": node_threads}
 
 
-def test_lone_call_runs_on_the_node_thread_in_its_own_context(store, saver) -> None:
+def test_lone_call_runs_on_the_node_thread(store, saver) -> None:
     seen: dict[str, Any] = {}
 
     class Node(DurableToolNode):
@@ -72,8 +68,6 @@ def test_lone_call_runs_on_the_node_thread_in_its_own_context(store, saver) -> N
     ran = _run(node, [reply("", call("look", x=1)), reply("done")], store, saver, "lone")
     assert ran["out"]["messages"][-2].content == "saw 1"
     assert seen["threads"] == ran["node_threads"], "a lone call should not hop to a pool thread"
-    # The tool's contextvars stay its own, as on a pool thread.
-    assert MARK.get() == "unset"
     [action] = store.actions("lone")
     assert action.status == "done"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -34,9 +33,8 @@ class LoneCallInline(ToolNode):
 
     ToolNode starts a thread pool for every node run and joins it, even for one call: about
     0.25 ms on a small machine, more than a durable call's records cost, and the call then runs
-    on a cold new thread. Here a lone call runs inline, in a copy of the context (the isolation
-    of contextvars a pool thread gives); several calls still run in parallel, as ToolNode runs
-    them. The benchmarks use this class alone as the baseline that tells dispatch from records.
+    on a cold new thread. Here a lone call runs inline; several calls still run in parallel, as
+    ToolNode runs them. The benchmarks use this class alone as the baseline that tells dispatch from records.
     """
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
@@ -45,7 +43,9 @@ class LoneCallInline(ToolNode):
             return super()._func(input, config, runtime)
         (cfg,) = get_config_list(config, 1)
         tool_runtime = self._tool_runtime(input, calls[0], cfg, runtime)
-        output = contextvars.copy_context().run(self._run_one, calls[0], input_type, tool_runtime)
+        # No contextvars.copy_context() as a pool thread would give it: LangGraph already runs
+        # the node in a context of its own, and nothing of the node reads one after the call.
+        output = self._run_one(calls[0], input_type, tool_runtime)
         return self._combine_tool_outputs([output], input_type)
 
     def _tool_runtime(
@@ -88,7 +88,7 @@ class DurableToolNode(LoneCallInline):
 
     Dispatch: several calls of one AI message run in parallel, as in ToolNode; a lone call runs
     on the node's own thread (ToolNode starts and joins a thread pool even for one call, which
-    costs more than the durable records do), in a copy of its context as a pool thread would.
+    costs more than the durable records do).
 
     Tools receive the call's idempotency key through a parameter annotated ``IdempotencyKey``
     (or ``idempotency_key: Annotated[str, InjectedToolArg]``), hidden from the model.
