@@ -511,14 +511,9 @@ class RecallStore(BaseStore):
         action, exactly one gets ``claimed``; the rest see ``in_doubt`` (or ``done``).
         """
 
-        # Read first, without the write lock. A finished action never changes again (its end
-        # is written once, and a new attempt only follows an abandoned or not-done one), and an
-        # open one can only become finished: either answer stays true, so the repeat lookup of
-        # a resume needs no lock. A new attempt is inserted under the write lock, where the
-        # primary key settles any race with claimers that read the same state.
         def intent() -> _actions.Intent:
             # Built only when an attempt is to be inserted: a repeat lookup (a resume finding
-            # its calls done) never needs it, and building it is a sixth of that lookup's cost.
+            # its calls done) never needs it, and building it is about a tenth of that lookup's cost.
             return _actions.Intent(
                 agent_id=agent_id,
                 action_id=action_id,
@@ -531,6 +526,11 @@ class RecallStore(BaseStore):
                 epoch=epoch,
             )
 
+        # Read first, without the write lock. A finished action never changes again (its end
+        # is written once, and a new attempt only follows an abandoned or not-done one), and an
+        # open one can only become finished: either answer stays true, so the repeat lookup of
+        # a resume needs no lock. A new attempt is inserted under the write lock, where the
+        # primary key settles any race with claimers that read the same state.
         prev: Action | None = None
         if self._db.dialect == "postgres":
             # PostgreSQL: the read and a first attempt's claim are one autocommitted statement
