@@ -341,8 +341,8 @@ MUTATIONS = [
         "tool_runtime_fields",
         "the inline call's ToolRuntime carries every field ToolNode gives a tool",
         "langgraph_recall/tools/_node.py",
-        "            if f.init and f.name not in own and hasattr(runtime, f.name)\n",
-        '            if f.init and f.name not in own and f.name != "execution_info"\n',
+        "if f.init and f.name not in _OWN)\n",
+        'if f.init and f.name not in _OWN and f.name != "execution_info")\n',
         ("tests/test_tools_dispatch.py::-k::tool_runtime",),
     ),
     Mutation(

@@ -27,6 +27,10 @@ from ._keys import CONFIG_KEY, IdempotencyKey, current_idempotency_key, key_para
 from ._order import open_turns
 from ._outcome import Output, SettleReport
 
+_OWN = ("state", "tool_call_id", "config", "tools")
+# ToolRuntime's other fields, each taken from the node's Runtime by name when it has one.
+_SHARED = tuple(f.name for f in dataclasses.fields(ToolRuntime) if f.init and f.name not in _OWN)
+
 
 class LoneCallInline(ToolNode):
     """``ToolNode`` whose lone tool call runs on the node's own thread.
@@ -60,11 +64,7 @@ class LoneCallInline(ToolNode):
             "config": cfg,
             "tools": list(self.tools_by_name.values()),
         }
-        shared = {
-            f.name: getattr(runtime, f.name)
-            for f in dataclasses.fields(ToolRuntime)
-            if f.init and f.name not in own and hasattr(runtime, f.name)
-        }
+        shared = {name: getattr(runtime, name) for name in _SHARED if hasattr(runtime, name)}
         return ToolRuntime(**own, **shared)
 
 
