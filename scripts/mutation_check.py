@@ -333,9 +333,17 @@ MUTATIONS = [
         "lone_call_inline",
         "DurableToolNode runs a lone call on the node's thread, not a new thread pool",
         "langgraph_recall/tools/_node.py",
-        "        if len(calls) != 1:\n",
+        "        if len(calls) != 1 or _loop_running():\n",
         "        if True:\n",
-        ("tests/test_tools_dispatch.py::-k::lone_call",),
+        ("tests/test_tools_dispatch.py::-k::lone_call_runs",),
+    ),
+    Mutation(
+        "lone_call_running_loop",
+        "a lone call on a thread with a running event loop (Jupyter) keeps a pool thread",
+        "langgraph_recall/tools/_node.py",
+        "        if len(calls) != 1 or _loop_running():\n",
+        "        if len(calls) != 1:\n",
+        ("tests/test_tools_dispatch.py::-k::running_loop",),
     ),
     Mutation(
         "tool_runtime_fields",
@@ -431,10 +439,16 @@ def _check_imports_copy(dest: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", help="guard name(s) to check")
+    parser.add_argument(
+        "--only", action="append", help="a guard to check (repeat, or separate with commas)"
+    )
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args(argv)
-    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    only = {name for given in args.only or () for name in given.split(",") if name}
+    unknown = sorted(only - {m.name for m in MUTATIONS})
+    if unknown:  # checking nothing must not read as "every guard is specified"
+        parser.error(f"no guard named {', '.join(unknown)}; see MUTATIONS in this script")
+    chosen = [m for m in MUTATIONS if not only or m.name in only]
     with tempfile.TemporaryDirectory(prefix="recall-mutation-") as tmp:
         dest = Path(tmp)
         _copy_tree(dest)

@@ -4,6 +4,7 @@ tool seeing the same ``ToolRuntime`` either way."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 import time
@@ -116,3 +117,31 @@ def test_tool_runtime_matches_toolnode(store, saver) -> None:
     assert [t.name for t in a.tools] == [t.name for t in b.tools]
     assert a.tool_call_id == a.state["messages"][-1].tool_calls[0]["id"]
     assert a.config["configurable"]["thread_id"] == "rt-ours"
+
+
+def test_lone_call_under_a_running_loop_keeps_a_thread_of_its_own(store, saver) -> None:
+    """A Jupyter cell runs a sync ``invoke`` on a thread with a running event loop. A sync tool
+    that calls ``asyncio.run()`` works there under ToolNode (its pool thread has no loop), so it
+    must under DurableToolNode too."""
+
+    async def fetch() -> str:
+        return "fetched"
+
+    @tool
+    def wrapped_client(x: int) -> str:
+        """Calls an async client the sync way."""
+        return asyncio.run(fetch())
+
+    node = DurableToolNode([wrapped_client], classes={"wrapped_client": "external"})
+    script = [reply("", call("wrapped_client", x=1)), reply("done")]
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+
+    async def cell() -> dict[str, Any]:
+        return graph.invoke(
+            {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "cell"}}
+        )
+
+    out = asyncio.run(cell())
+    assert [m.content for m in out["messages"] if m.type == "tool"] == ["fetched"]
+    [action] = store.actions("cell")
+    assert action.status == "done"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -32,18 +33,30 @@ _OWN = ("state", "tool_call_id", "config", "tools")
 _SHARED = tuple(f.name for f in dataclasses.fields(ToolRuntime) if f.init and f.name not in _OWN)
 
 
+def _loop_running() -> bool:
+    """Whether this thread runs an event loop (a Jupyter cell's thread does, while a sync
+    ``invoke`` runs in it). A sync tool there may call ``asyncio.run()``, which works on a pool
+    thread and fails on a thread with a running loop: such calls keep ToolNode's pool."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class LoneCallInline(ToolNode):
     """``ToolNode`` whose lone tool call runs on the node's own thread.
 
     ToolNode starts a thread pool for every node run and joins it, even for one call: about
     0.25 ms on a small machine, more than a durable call's records cost, and the call then runs
     on a cold new thread. Here a lone call runs inline; several calls still run in parallel, as
-    ToolNode runs them. The benchmarks use this class alone as the baseline that tells dispatch from records.
+    ToolNode runs them, and so does a lone call on a thread that runs an event loop (a Jupyter
+    cell's), where a sync tool calling ``asyncio.run()`` needs a thread of its own. The benchmarks use this class alone as the baseline that tells dispatch from records.
     """
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
         calls, input_type = self._parse_input(input)
-        if len(calls) != 1:
+        if len(calls) != 1 or _loop_running():
             return super()._func(input, config, runtime)
         (cfg,) = get_config_list(config, 1)
         tool_runtime = self._tool_runtime(input, calls[0], cfg, runtime)
@@ -88,7 +101,8 @@ class DurableToolNode(LoneCallInline):
 
     Dispatch: several calls of one AI message run in parallel, as in ToolNode; a lone call runs
     on the node's own thread (ToolNode starts and joins a thread pool even for one call, which
-    costs more than the durable records do).
+    costs more than the durable records do), except on a thread running an event loop (a
+    Jupyter cell's), where it keeps the pool so a sync tool may still call ``asyncio.run()``.
 
     Tools receive the call's idempotency key through a parameter annotated ``IdempotencyKey``
     (or ``idempotency_key: Annotated[str, InjectedToolArg]``), hidden from the model.
