@@ -513,7 +513,7 @@ class RecallStore(BaseStore):
 
         def intent() -> _actions.Intent:
             # Built only when an attempt is to be inserted: a repeat lookup (a resume finding
-            # its calls done) never needs it, and building it is about a tenth of that lookup's cost.
+            # its calls done) never needs it, and building it is a tenth of that lookup's cost.
             return _actions.Intent(
                 agent_id=agent_id,
                 action_id=action_id,

@@ -49,9 +49,10 @@ class LoneCallInline(ToolNode):
 
     ToolNode starts a thread pool for every node run and joins it, even for one call: about
     0.25 ms on a small machine, more than a durable call's records cost, and the call then runs
-    on a cold new thread. Here a lone call runs inline; several calls still run in parallel, as
+    on a cold new thread. Here a lone call runs inline. Several calls still run in parallel, as
     ToolNode runs them, and so does a lone call on a thread that runs an event loop (a Jupyter
-    cell's), where a sync tool calling ``asyncio.run()`` needs a thread of its own. The benchmarks use this class alone as the baseline that tells dispatch from records.
+    cell's), where a sync tool calling ``asyncio.run()`` needs a thread of its own. The
+    benchmarks use this class alone as the baseline that tells dispatch from records.
     """
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
