@@ -338,6 +338,28 @@ MUTATIONS = [
         ("tests/test_tools_dispatch.py::-k::lone_call_runs",),
     ),
     Mutation(
+        "inline_output_shape",
+        "the inline call's answer takes the shape ToolNode gives it for the input it got",
+        "langgraph_recall/tools/_node.py",
+        "        return self._combine_tool_outputs([output], input_type)\n",
+        '        return self._combine_tool_outputs([output], "list")\n',
+        ("tests/test_tools_dispatch.py::-k::inline_answers",),
+    ),
+    Mutation(
+        "inline_through_wrapper",
+        "the inline call goes through the durable wrapper (kill -9 suite, real processes)",
+        "langgraph_recall/tools/_node.py",
+        "        output = self._run_one(calls[0], input_type, tool_runtime)\n",
+        "        request = ToolCallRequest(\n"
+        "            tool_call=calls[0],\n"
+        '            tool=self.tools_by_name.get(calls[0]["name"]),\n'
+        "            state=tool_runtime.state,\n"
+        "            runtime=tool_runtime,\n"
+        "        )\n"
+        "        output = self._execute_tool_sync(request, input_type, cfg)\n",
+        ("tests/test_tools_crash.py::-k::kill9_at_random",),
+    ),
+    Mutation(
         "lone_call_running_loop",
         "a lone call on a thread with a running event loop (Jupyter) keeps a pool thread",
         "langgraph_recall/tools/_node.py",

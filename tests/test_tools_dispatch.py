@@ -9,16 +9,21 @@ import dataclasses
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from fix_tools import build_graph, call, reply
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolRuntime
+from langgraph.types import Command, Send
+from typing_extensions import TypedDict
 
 from langgraph_recall.tools import DurableToolNode
+from langgraph_recall.tools._node import LoneCallInline
 
 
 @pytest.fixture
@@ -145,3 +150,73 @@ def test_lone_call_under_a_running_loop_keeps_a_thread_of_its_own(store, saver) 
     assert [m.content for m in out["messages"] if m.type == "tool"] == ["fetched"]
     [action] = store.actions("cell")
     assert action.status == "done"
+
+
+# --- the inline path answers as ToolNode does ---------------------------------------------------
+
+
+class _CmdState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    n: int
+
+
+@tool
+def _add(a: int, b: int) -> int:
+    """Adds."""
+    return a + b
+
+
+@tool
+def _boom(x: int) -> str:
+    """Fails."""
+    raise ValueError(f"no {x}")
+
+
+@tool
+def _cmd(x: int, runtime: ToolRuntime) -> Command:
+    """Updates the state through a Command."""
+    msg = ToolMessage(f"set {x}", tool_call_id=runtime.tool_call_id)
+    return Command(update={"messages": [msg], "n": x})
+
+
+def _outcome(node: Any, call_: dict[str, Any], via_send: bool) -> tuple[Any, ...]:
+    ai = AIMessage("", tool_calls=[{**call_, "type": "tool_call"}])
+
+    def route(state: _CmdState) -> Any:
+        if not via_send:
+            return "tools"
+        # create_agent's layout: one Send per call, the call and the state packed together.
+        tc = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
+        return [
+            Send("tools", {"__type": "tool_call_with_context", "tool_call": tc, "state": state})
+        ]
+
+    g = StateGraph(_CmdState)
+    g.add_node("start", lambda s: {})
+    g.add_node("tools", node)
+    g.add_edge(START, "start")
+    g.add_conditional_edges("start", route, ["tools"])
+    g.add_edge("tools", END)
+    try:
+        out = g.compile().invoke({"messages": [ai], "n": 0})
+    except Exception as exc:  # ToolNode lets a tool's own error through by default
+        return ("raised", type(exc).__name__, str(exc))
+    last = out["messages"][-1]
+    return (type(last).__name__, last.content, last.tool_call_id, last.status, out["n"])
+
+
+@pytest.mark.parametrize("via_send", [False, True], ids=["state", "send"])
+@pytest.mark.parametrize(
+    "call_",
+    [
+        {"name": "_add", "args": {"a": 1, "b": 2}, "id": "c-add"},
+        {"name": "_boom", "args": {"x": 3}, "id": "c-boom"},
+        {"name": "_cmd", "args": {"x": 7}, "id": "c-cmd"},
+        {"name": "_nope", "args": {}, "id": "c-unknown"},
+    ],
+    ids=["value", "error", "command", "unknown_tool"],
+)
+def test_inline_answers_as_toolnode(call_: dict[str, Any], via_send: bool) -> None:
+    tools = [_add, _boom, _cmd]
+    ours = _outcome(LoneCallInline(tools), call_, via_send)
+    assert ours == _outcome(ToolNode(tools), call_, via_send)
