@@ -408,6 +408,30 @@ MUTATIONS = [
         'f"OR FALSE THEN RAISE',
         ("tests/test_store_schema.py::-k::set_once",),
     ),
+    Mutation(
+        "flush_later_restore",
+        "a relaxed commit's synchronous=NORMAL does not outlive it on the shared connection",
+        "langgraph_recall/store/_db.py",
+        '                conn.execute(f"PRAGMA synchronous={self._db.synchronous}")\n',
+        "                pass\n",
+        ("tests/test_store_durability.py::-k::flushed_later_relaxes",),
+    ),
+    Mutation(
+        "flush_later_pg_local",
+        "PostgreSQL's relaxed commit sets synchronous_commit for its own transaction only",
+        "langgraph_recall/store/_actions.py",
+        "set_config('synchronous_commit', 'off', true)",
+        "set_config('synchronous_commit', 'off', false)",
+        ("tests/test_store_durability.py::-k::flushed_later_relaxes",),
+    ),
+    Mutation(
+        "flush_later_gate",
+        "a call's end skips its flush only when the same database's saver writes next",
+        "langgraph_recall/tools/_durable.py",
+        '            getattr(saver, "fenced", False) is True and getattr(saver, "store", None) is store\n',
+        "            True\n",
+        ("tests/test_store_durability.py::-k::same_database_saver",),
+    ),
 ]
 
 

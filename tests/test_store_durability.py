@@ -97,3 +97,126 @@ def test_postgres_process_durability_keeps_an_intent_when_the_claimer_is_killed(
     with RecallStore.open(pg_dsn, secret="s" * 32) as store:
         (action,) = store.actions("agent", open_only=True)
         assert action.action_id == "act-1" and action.status == "open"
+
+
+# --- a call's end, flushed by the write that follows it ------------------------------------------
+
+
+def _writers_setting(store: RecallStore) -> str:
+    """The setting on the connection that writes (on SQLite, the one the saver shares)."""
+    with store._db.tx(write=True) as tx:
+        if store.dialect == "sqlite":
+            return {1: "NORMAL", 2: "FULL"}[int(tx.one("PRAGMA synchronous")[0])]  # type: ignore[index]
+        return str(tx.one("SHOW synchronous_commit")[0])  # type: ignore[index]
+
+
+def _claimed(store: RecallStore, action_id: str) -> Any:
+    return store.claim(
+        "agent-f", action_id, tool="send", args={"to": "a"}, args_digest="d" * 64
+    ).action
+
+
+def test_a_commit_flushed_later_relaxes_only_its_own_transaction(
+    backend: str, store_target: str
+) -> None:
+    """``flush_later`` lets one commit skip the disk flush (the next write's flush carries it);
+    every other commit on the connection, a claim's included, still waits for the disk."""
+    from langgraph_recall.store import _actions
+
+    # One connection on PostgreSQL, so the statement after the end is on the same session.
+    store = RecallStore.open(store_target, durability="power", pool_size=1)
+    try:
+        action = _claimed(store, "act-1")
+        with store._db.tx(write=True, flush_later=True) as tx:
+            assert _actions.end(tx, action.action_id, action.attempt, "done", result="ok")
+            if backend == "sqlite":
+                assert int(tx.one("PRAGMA synchronous")[0]) == 1  # type: ignore[index]
+            else:
+                assert tx.one("SHOW synchronous_commit")[0] == "off"  # type: ignore[index]
+        assert _writers_setting(store) == ("FULL" if backend == "sqlite" else "on")
+        assert store.action(action.action_id).status == "done"
+
+        # The store's own call, autocommitted on PostgreSQL, leaves the session as it was too.
+        second = _claimed(store, "act-2")
+        assert store.end(second.action_id, second.attempt, "done", result=1, flush_later=True)
+        assert _writers_setting(store) == ("FULL" if backend == "sqlite" else "on")
+        assert store.action(second.action_id).status == "done"
+
+        # A transaction that fails puts the setting back as well.
+        with pytest.raises(ZeroDivisionError):
+            with store._db.tx(write=True, flush_later=True):
+                1 / 0  # noqa: B018
+        assert _writers_setting(store) == ("FULL" if backend == "sqlite" else "on")
+    finally:
+        store.close()
+
+
+def test_flush_later_changes_nothing_where_commits_do_not_wait(tmp_path: Any) -> None:
+    store = RecallStore.open(str(tmp_path / "p.db"), durability="process")
+    try:
+        with store._db.tx(write=True, flush_later=True) as tx:
+            assert tx.flush_later is False
+            assert int(tx.one("PRAGMA synchronous")[0]) == 1  # type: ignore[index]
+        assert _writers_setting(store) == "NORMAL"
+    finally:
+        store.close()
+
+
+def test_a_tool_call_end_is_flushed_later_only_with_the_same_database_saver(
+    tmp_path: Any,
+) -> None:
+    """The end skips its flush only when the task's own write goes to the same database (the
+    saver of ``store.checkpointer()``); with any other saver it keeps its own flush."""
+    from fix_tools import build_graph, call, reply
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langgraph_recall import DurableToolNode, RecallCheckpointer
+
+    @tool
+    def send(to: str) -> str:
+        """Send."""
+        return f"sent to {to}"
+
+    store = RecallStore.open(str(tmp_path / "r.db"), durability="power")
+    seen: list[bool] = []
+    real_end = store.end
+
+    def spy(*args: Any, **kwargs: Any) -> bool:
+        seen.append(bool(kwargs.get("flush_later")))
+        return real_end(*args, **kwargs)
+
+    store.end = spy  # type: ignore[method-assign]
+    savers = {
+        "same database": store.checkpointer(),
+        "another saver, wrapped": RecallCheckpointer(InMemorySaver(), store=store),
+        "another saver": InMemorySaver(),
+    }
+    try:
+        found = {}
+        for label, saver in savers.items():
+            seen.clear()
+            node = DurableToolNode([send], classes={"send": "external"})
+            graph = build_graph(
+                node,
+                [reply("", call("send", to=label)), reply("done")],
+                store=store,
+                checkpointer=saver,
+            )
+            graph.invoke(
+                {"messages": [HumanMessage("go")]},
+                {"configurable": {"thread_id": label.replace(" ", "-")}},
+                durability="sync",
+            )
+            found[label] = list(seen)
+        assert found == {
+            "same database": [True],
+            "another saver, wrapped": [False],
+            "another saver": [False],
+        }
+    finally:
+        for saver in savers.values():
+            if isinstance(saver, RecallCheckpointer):
+                saver.close()
+        store.close()

@@ -235,6 +235,10 @@ def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Action | None]
 
 END_OUTCOMES = ("done", "failed", "abandoned", "not_done")
 
+# set_config(..., true) is SET LOCAL; as a condition on no row, PostgreSQL runs it once, before
+# the update (an init plan), whether or not a row matches.
+_RELAX_PG = " AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL"
+
 
 def end(
     tx: Tx,
@@ -258,10 +262,14 @@ def end(
     # changes nothing; the table's trigger refuses any other change. The typed NULL keeps
     # PostgreSQL from reading a missing result as text.
     blob = "BYTEA" if tx.dialect == "postgres" else "BLOB"
+    # A commit that need not wait for the disk (Database.tx's flush_later) on PostgreSQL: the
+    # setting, local to this statement's transaction, is read by its COMMIT; the session's own
+    # stays as it was for the next statement on this pooled connection (a claim must wait).
+    relax = _RELAX_PG if tx.flush_later and tx.dialect == "postgres" else ""
     changed = tx.run(
         "UPDATE recall_actions SET outcome = ?, result_type = ?, "
         f"result = CAST(? AS {blob}), error = ?, note = ?, resolved_by = ?, ended_at = {{now}} "
-        "WHERE action_id = ? AND attempt = ? AND outcome IS NULL",
+        f"WHERE action_id = ? AND attempt = ? AND outcome IS NULL{relax}",
         (outcome, rtype, rdata, error, note, resolved_by, action_id, attempt),
     )
     if changed:

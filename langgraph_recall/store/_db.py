@@ -40,12 +40,17 @@ _NOW: dict[Dialect, str] = {
 class Tx:
     """One open transaction (or autocommit read) on one connection."""
 
-    __slots__ = ("_cur", "_db", "_owner")
+    __slots__ = ("_cur", "_db", "_owner", "flush_later")
 
-    def __init__(self, db: Database, cur: Any, owner: _SqliteTx | None = None) -> None:
+    def __init__(
+        self, db: Database, cur: Any, owner: _SqliteTx | None = None, flush_later: bool = False
+    ) -> None:
         self._db = db
         self._cur = cur
         self._owner = owner
+        # Whether this transaction's commit may return before it is on disk (see Database.tx);
+        # on PostgreSQL the statement itself must ask the server (``_actions.end``).
+        self.flush_later = flush_later
 
     def promote(self) -> bool:
         """Turn this read into a write transaction, if that costs no wait; True when it is one.
@@ -103,22 +108,37 @@ class Database(ABC):
             self._sql_cache[sql] = out
         return out
 
-    def tx(self, write: bool = False, *, warm: bool = False) -> AbstractContextManager[Tx]:
+    @property
+    @abstractmethod
+    def flushes_each_commit(self) -> bool:
+        """Whether a commit waits for the disk (durability "power"; PostgreSQL's default)."""
+
+    def tx(
+        self, write: bool = False, *, warm: bool = False, flush_later: bool = False
+    ) -> AbstractContextManager[Tx]:
         """A transaction; ``write=True`` takes the write lock up front (no read-then-write race).
 
         ``warm=True``: a short read on the hot path of a write (SQLite: run it on the writers'
         connection when no write is in progress; see ``SqliteDatabase``). Re-entrant per
-        thread: an inner ``tx`` joins the outer one.
+        thread: an inner ``tx`` joins the outer one (and its ``flush_later``).
+
+        ``flush_later=True``: the commit may return before it reaches the disk, because the
+        caller knows a write to this same database follows at once (a tool call's end, then
+        the task's own write by the same-database saver). A log is flushed in order, so that
+        write's flush carries this commit too; until then it survives any process being killed,
+        and a power loss (or a PostgreSQL server crash) takes both. SQLite: this commit runs
+        with synchronous=NORMAL. PostgreSQL: ``Tx.flush_later`` tells the statement to ask for
+        ``synchronous_commit=off`` for its own transaction only.
         """
         current: Tx | None = getattr(self._local, "tx", None)
         if current is not None:
             return _Joined(current)
         if self._closed:
             raise RecallError("this RecallStore is closed; open it again", code="closed")
-        return _Outermost(self, write, warm)
+        return _Outermost(self, write, warm, flush_later and self.flushes_each_commit)
 
     @abstractmethod
-    def _open(self, write: bool, warm: bool) -> Any: ...
+    def _open(self, write: bool, warm: bool, flush_later: bool) -> Any: ...
 
     @staticmethod
     def has_rows(cur: Any) -> bool:
@@ -290,8 +310,12 @@ class SqliteDatabase(Database):
             self.path, isolation_level=None, check_same_thread=False, timeout=1.0
         )
 
-    def _open(self, write: bool, warm: bool) -> _SqliteTx:
-        return _SqliteTx(self, write, warm)
+    @property
+    def flushes_each_commit(self) -> bool:
+        return self.synchronous in ("FULL", "EXTRA")
+
+    def _open(self, write: bool, warm: bool, flush_later: bool) -> _SqliteTx:
+        return _SqliteTx(self, write, warm, flush_later)
 
     def close(self) -> None:
         self._closed = True
@@ -331,9 +355,9 @@ class _Outermost:
 
     __slots__ = ("_db", "_inner")
 
-    def __init__(self, db: Database, write: bool, warm: bool) -> None:
+    def __init__(self, db: Database, write: bool, warm: bool, flush_later: bool) -> None:
         self._db = db
-        self._inner: AbstractContextManager[Tx] = db._open(write, warm)
+        self._inner: AbstractContextManager[Tx] = db._open(write, warm, flush_later)
 
     def __enter__(self) -> Tx:
         tx = self._inner.__enter__()
@@ -349,12 +373,14 @@ class _SqliteTx:
     """One SQLite transaction: a write on the writers' connection under ``write_lock``; a read
     without BEGIN on a borrowed connection, or on the writers' when ``warm`` and it is free."""
 
-    __slots__ = ("_db", "_write", "_locked", "_conn", "_cur")
+    __slots__ = ("_db", "_write", "_locked", "_conn", "_cur", "_relaxed")
 
-    def __init__(self, db: SqliteDatabase, write: bool, warm: bool) -> None:
+    def __init__(self, db: SqliteDatabase, write: bool, warm: bool, flush_later: bool) -> None:
         self._db = db
         self._write = write
         self._locked = warm  # for a read: whether to try the writers' connection
+        # Only a write has a commit to relax (a read has none; a promoted read is a claim).
+        self._relaxed = flush_later and write
 
     def __enter__(self) -> Tx:
         db = self._db
@@ -373,13 +399,17 @@ class _SqliteTx:
             raise
         try:
             cur = self._cur = conn.cursor()
+            if self._relaxed:
+                # SQLite refuses to change this inside a transaction: set before BEGIN, put
+                # back in _give_back, before any other writer can have the connection.
+                cur.execute("PRAGMA synchronous=NORMAL")
             if self._write:
                 cur.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
             self._give_back(conn)
             _raise_translated(exc, db.path)
             raise
-        return Tx(db, cur, self)
+        return Tx(db, cur, self, self._relaxed)
 
     def promote(self) -> bool:
         if not self._write and self._locked:
@@ -403,6 +433,10 @@ class _SqliteTx:
                 conn.rollback()
         except sqlite3.Error:
             pass
+        try:
+            if self._relaxed:
+                # Every other commit on this connection (the saver's included) flushes again.
+                conn.execute(f"PRAGMA synchronous={self._db.synchronous}")
         finally:
             self._db.write_lock.release()
 
@@ -521,8 +555,13 @@ class PostgresDatabase(Database):
         result = cur.pgresult
         return result is not None and result.status == _TUPLES_OK
 
+    @property
+    def flushes_each_commit(self) -> bool:
+        # None: the server's setting, on unless an administrator turned it off.
+        return self.synchronous_commit != "off"
+
     @contextmanager
-    def _open(self, write: bool, warm: bool) -> Iterator[Tx]:
+    def _open(self, write: bool, warm: bool, flush_later: bool) -> Iterator[Tx]:
         import psycopg
 
         try:
@@ -535,9 +574,9 @@ class PostgresDatabase(Database):
                 try:
                     if write:
                         with conn.transaction():
-                            yield Tx(self, cur)
+                            yield Tx(self, cur, flush_later=flush_later)
                     else:
-                        yield Tx(self, cur)
+                        yield Tx(self, cur, flush_later=flush_later)
                 finally:
                     _drop_results(conn, cur)
         except psycopg.errors.IntegrityError:

@@ -131,7 +131,9 @@ class RecallStore(BaseStore):
                 PostgreSQL: ``synchronous_commit=off`` on langgraph-recall's connections, the
                 last ~0.6 s of commits may be lost if the database server crashes.
                 ``"power"``: also power loss (SQLite synchronous=FULL; PostgreSQL
-                ``synchronous_commit=on``), at the cost of a disk flush per commit.
+                ``synchronous_commit=on``), at the cost of a disk flush per commit (but a
+                tool call's end under ``store.checkpointer()``, which the task's own write to
+                this database flushes right after it; see the README's "Durability").
                 Default: ``"process"`` on SQLite (the file lives with the one machine whose
                 processes it guards); on PostgreSQL the server's own ``synchronous_commit``
                 (normally on), because a shared server is what several machines rely on.
@@ -567,11 +569,16 @@ class RecallStore(BaseStore):
         error: str | None = None,
         note: str | None = None,
         resolved_by: str | None = None,
+        flush_later: bool = False,
     ) -> bool:
-        """Record how an attempt ended (done, failed, abandoned, not_done). Only the first counts."""
+        """Record how an attempt ended (done, failed, abandoned, not_done). Only the first counts.
+
+        ``flush_later=True`` lets the commit return before the disk has it: only for a caller
+        that knows a write to this same database follows (see ``Database.tx``).
+        """
         # PostgreSQL: `_actions.end` is one statement there, atomic on its own, so it runs
         # autocommitted (no BEGIN/COMMIT round trips). SQLite keeps BEGIN IMMEDIATE.
-        with self._db.tx(write=self._db.dialect == "sqlite") as tx:
+        with self._db.tx(write=self._db.dialect == "sqlite", flush_later=flush_later) as tx:
             return _actions.end(
                 tx,
                 action_id,

@@ -283,6 +283,14 @@ class DurableTools:
         # epoch is kept with the intent so a person can tell which holder started it.
         saver = checkpointer_of(config)
         epoch = saver.current_epoch(agent_id) if hasattr(saver, "current_epoch") else None
+        # The call's end may commit without waiting for the disk when the task's own write,
+        # which follows it, goes to this store's database through the same-database saver: that
+        # write's flush carries the end (a log is flushed in order). A power loss in between
+        # loses both, and the call reads as in doubt, as after a crash during the tool. With
+        # any other saver the task's write lands elsewhere, so the end keeps its own flush.
+        flush_later = (
+            getattr(saver, "fenced", False) is True and getattr(saver, "store", None) is store
+        )
         for _ in range(2):  # a second round only after a resolver said "not done"
             try:
                 claimed = yield Io(
@@ -323,7 +331,7 @@ class DurableTools:
                 fault_point("tool_claimed")  # intent recorded, the tool not started
                 return (
                     yield from self._run(
-                        store, request, handler, claim.action, args, verdict, agent_id
+                        store, request, handler, claim.action, args, verdict, agent_id, flush_later
                     )
                 )
             # In doubt: an earlier attempt started and never reported back.
@@ -331,7 +339,9 @@ class DurableTools:
             if klass != "external" and action.args_digest == digest:
                 # Safe to repeat: run it again, same attempt, same key.
                 return (
-                    yield from self._run(store, request, handler, action, args, verdict, agent_id)
+                    yield from self._run(
+                        store, request, handler, action, args, verdict, agent_id, flush_later
+                    )
                 )
             if klass != "external" or self.resolver is None:
                 return in_doubt_message(action, call)
@@ -354,6 +364,7 @@ class DurableTools:
         args: dict[str, Any],
         verdict: Verdict | None,
         agent_id: str,
+        flush_later: bool = False,
     ) -> Logic[Output]:
         call = request.tool_call
         edited = verdict is not None and verdict.edited
@@ -386,7 +397,7 @@ class DurableTools:
         if edited:
             out = with_edit_notice(out, call["name"], args)
         try:
-            yield Io(_finish, (store, agent_id, action, out))
+            yield Io(_finish, (store, agent_id, action, out, flush_later))
         except Exception as exc:
             # The effect happened; the model gets its answer. The record stays open (in doubt)
             # for a person or the resolver, which is the truth as far as the records know.
@@ -468,17 +479,25 @@ def begin(
         raise
 
 
-def _finish(store: RecallStore, agent_id: str, action: Action, out: Output) -> None:
+def _finish(
+    store: RecallStore, agent_id: str, action: Action, out: Output, flush_later: bool = False
+) -> None:
     if is_error(out):
-        store.end(action.action_id, action.attempt, "failed", error=error_text(out))
+        store.end(
+            action.action_id,
+            action.attempt,
+            "failed",
+            error=error_text(out),
+            flush_later=flush_later,
+        )
     elif needs_output(store, out):
         # A large answer is stored whole first; both commit together or not at all.
-        with store._db.tx(write=True):
+        with store._db.tx(write=True, flush_later=flush_later):
             result = to_record(store, agent_id, out)
             store.end(action.action_id, action.attempt, "done", result=result)
     else:
         # The usual case: one statement on its own (on PostgreSQL one round trip, not three).
-        store.end(action.action_id, action.attempt, "done", result=out)
+        store.end(action.action_id, action.attempt, "done", result=out, flush_later=flush_later)
 
 
 def _abandon(store: RecallStore, agent_id: str, action: Action, gated: bool) -> None:
