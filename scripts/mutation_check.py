@@ -289,8 +289,8 @@ MUTATIONS = [
         "end_once",
         "an attempt's end is written once: a second end changes nothing and says so",
         "langgraph_recall/store/_actions.py",
-        '"WHERE action_id = ? AND attempt = ? AND outcome IS NULL",',
-        '"WHERE action_id = ? AND attempt = ?",',
+        'f"WHERE action_id = ? AND attempt = ? AND outcome IS NULL{relax}",',
+        'f"WHERE action_id = ? AND attempt = ?{relax}",',
         (
             "tests/test_store_schema.py::-k::set_once or upgraded",
             "tests/test_store_records.py",
