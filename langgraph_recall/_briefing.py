@@ -359,8 +359,9 @@ def build_briefing(
     meter = _Meter(token_budget, token_counter)
     skip = frozenset(exclude_msg_ids or ())
     # All reads on one connection (the store's transactions are re-entrant per thread): one
-    # pool checkout instead of one per read, which is most of the cost on PostgreSQL.
-    with store._db.tx():
+    # pool checkout instead of one per read. On PostgreSQL the reads this agent's last briefing
+    # made are sent together first, in one round trip (``store._prefetch``).
+    with store._db.tx(learn=("briefing", agent_id)):
         return _build(
             store,
             agent_id,

@@ -13,11 +13,12 @@ import re
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
 
 from .._errors import RecallError
+from ._prefetch import Learned, Plans, Read
 from ._schema import MIGRATIONS, SCHEMA_VERSION, Dialect, render
 from ._wal import WalCheckpointer
 
@@ -40,14 +41,21 @@ _NOW: dict[Dialect, str] = {
 class Tx:
     """One open transaction (or autocommit read) on one connection."""
 
-    __slots__ = ("_cur", "_db", "_owner", "flush_later")
+    __slots__ = ("_cur", "_db", "_owner", "flush_later", "learned")
 
     def __init__(
-        self, db: Database, cur: Any, owner: _SqliteTx | None = None, flush_later: bool = False
+        self,
+        db: Database,
+        cur: Any,
+        owner: _SqliteTx | None = None,
+        flush_later: bool = False,
+        learned: Learned | None = None,
     ) -> None:
         self._db = db
         self._cur = cur
         self._owner = owner
+        # PostgreSQL, a transaction opened with ``learn=``: its reads, some answered ahead.
+        self.learned = learned
         # Whether this transaction's commit may return before it is on disk (see Database.tx);
         # on PostgreSQL the statement itself must ask the server (``_actions.end``).
         self.flush_later = flush_later
@@ -63,14 +71,24 @@ class Tx:
         return self._owner is not None and self._owner.promote()
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        if self.learned is not None:
+            rows = self.learned.take(sql, params)
+            if rows is not None:
+                return rows
         cur = self._cur.execute(self._db.sql(sql), self._p(params))
         return list(cur.fetchall()) if self._db.has_rows(cur) else []
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        if self.learned is not None:
+            rows = self.learned.take(sql, params)
+            if rows is not None:
+                return rows[0] if rows else None
         cur = self._cur.execute(self._db.sql(sql), self._p(params))
         return cur.fetchone() if self._db.has_rows(cur) else None
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        if self.learned is not None:
+            self.learned.forget()
         return int(self._cur.execute(self._db.sql(sql), self._p(params)).rowcount)
 
     def _p(self, params: Sequence[Any]) -> Sequence[Any] | None:
@@ -78,6 +96,8 @@ class Tx:
         return params if params or self._db.dialect == "sqlite" else None
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if self.learned is not None:
+            self.learned.forget()
         if rows:
             self._cur.executemany(self._db.sql(sql), rows)
 
@@ -114,7 +134,12 @@ class Database(ABC):
         """Whether a commit waits for the disk (durability "power"; PostgreSQL's default)."""
 
     def tx(
-        self, write: bool = False, *, warm: bool = False, flush_later: bool = False
+        self,
+        write: bool = False,
+        *,
+        warm: bool = False,
+        flush_later: bool = False,
+        learn: Hashable | None = None,
     ) -> AbstractContextManager[Tx]:
         """A transaction; ``write=True`` takes the write lock up front (no read-then-write race).
 
@@ -129,16 +154,20 @@ class Database(ABC):
         and a power loss (or a PostgreSQL server crash) takes both. SQLite: this commit runs
         with synchronous=NORMAL. PostgreSQL: ``Tx.flush_later`` tells the statement to ask for
         ``synchronous_commit=off`` for its own transaction only.
+
+        ``learn=key`` (a read): PostgreSQL sends the reads the last transaction with this key
+        made in one pipeline before this one starts, and answers them from there (``_prefetch``);
+        SQLite, whose reads make no round trip, ignores it.
         """
         current: Tx | None = getattr(self._local, "tx", None)
         if current is not None:
             return _Joined(current)
         if self._closed:
             raise RecallError("this RecallStore is closed; open it again", code="closed")
-        return _Outermost(self, write, warm, flush_later and self.flushes_each_commit)
+        return _Outermost(self, write, warm, flush_later and self.flushes_each_commit, learn)
 
     @abstractmethod
-    def _open(self, write: bool, warm: bool, flush_later: bool) -> Any: ...
+    def _open(self, write: bool, warm: bool, flush_later: bool, learn: Hashable | None) -> Any: ...
 
     @staticmethod
     def has_rows(cur: Any) -> bool:
@@ -314,7 +343,9 @@ class SqliteDatabase(Database):
     def flushes_each_commit(self) -> bool:
         return self.synchronous in ("FULL", "EXTRA")
 
-    def _open(self, write: bool, warm: bool, flush_later: bool) -> _SqliteTx:
+    def _open(
+        self, write: bool, warm: bool, flush_later: bool, learn: Hashable | None
+    ) -> _SqliteTx:
         return _SqliteTx(self, write, warm, flush_later)
 
     def close(self) -> None:
@@ -355,9 +386,11 @@ class _Outermost:
 
     __slots__ = ("_db", "_inner")
 
-    def __init__(self, db: Database, write: bool, warm: bool, flush_later: bool) -> None:
+    def __init__(
+        self, db: Database, write: bool, warm: bool, flush_later: bool, learn: Hashable | None
+    ) -> None:
         self._db = db
-        self._inner: AbstractContextManager[Tx] = db._open(write, warm, flush_later)
+        self._inner: AbstractContextManager[Tx] = db._open(write, warm, flush_later, learn)
 
     def __enter__(self) -> Tx:
         tx = self._inner.__enter__()
@@ -502,6 +535,7 @@ class PostgresDatabase(Database):
         # None: the server's own setting. "off": a commit returns once it is in the server's
         # memory (it survives any client process dying, not the server crashing).
         self.synchronous_commit = synchronous_commit
+        self.plans = Plans()
         try:
             import psycopg
             from psycopg_pool import ConnectionPool
@@ -561,7 +595,9 @@ class PostgresDatabase(Database):
         return self.synchronous_commit != "off"
 
     @contextmanager
-    def _open(self, write: bool, warm: bool, flush_later: bool) -> Iterator[Tx]:
+    def _open(
+        self, write: bool, warm: bool, flush_later: bool, learn: Hashable | None
+    ) -> Iterator[Tx]:
         import psycopg
 
         try:
@@ -571,14 +607,19 @@ class PostgresDatabase(Database):
                 cur = conn.__dict__.get("_recall_cursor")
                 if cur is None or cur.closed:
                     cur = conn.__dict__["_recall_cursor"] = conn.cursor()
+                learned = None
+                if learn is not None and not write:
+                    learned = Learned(self._prefetch(conn, self.plans.get(learn)))
                 try:
                     if write:
                         with conn.transaction():
                             yield Tx(self, cur, flush_later=flush_later)
                     else:
-                        yield Tx(self, cur, flush_later=flush_later)
+                        yield Tx(self, cur, flush_later=flush_later, learned=learned)
                 finally:
                     _drop_results(conn, cur)
+                if learned is not None:
+                    self.plans.put(learn, learned.made)
         except psycopg.errors.IntegrityError:
             raise
         except psycopg.errors.RaiseException:
@@ -593,6 +634,34 @@ class PostgresDatabase(Database):
             raise RecallError(
                 f"PostgreSQL at {self.target} failed: {exc}", code="database"
             ) from exc
+
+    def _prefetch(self, conn: Any, plan: list[Read]) -> dict[Read, list[list[Row]]]:
+        """Run ``plan``'s reads in one pipeline; their rows by read (nothing, on any error)."""
+        import psycopg
+
+        if not plan:
+            return {}
+        # A cursor per read (one cursor keeps one result), kept on the connection for reuse.
+        cursors: list[Any] = [c for c in conn.__dict__.get("_recall_prefetch", ()) if not c.closed]
+        conn.__dict__["_recall_prefetch"] = cursors
+        while len(cursors) < len(plan):
+            cursors.append(conn.cursor())
+        answers: dict[Read, list[list[Row]]] = {}
+        try:
+            with conn.pipeline():
+                for c, (sql, params) in zip(cursors, plan, strict=False):
+                    c.execute(self.sql(sql), params or None)
+            for c, read in zip(cursors, plan, strict=False):
+                rows = list(c.fetchall()) if self.has_rows(c) else []
+                answers.setdefault(read, []).append(rows)
+        except psycopg.Error:
+            # A read that cannot run now (a table gone, a type changed): run each on its own,
+            # where its error, if it still has one, reaches the caller as usual.
+            return {}
+        finally:
+            for c in cursors[: len(plan)]:
+                _drop_results(conn, c)
+        return answers
 
     def close(self) -> None:
         self._closed = True
