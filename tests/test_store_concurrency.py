@@ -97,15 +97,20 @@ def test_processes_appending_to_one_agent_get_distinct_gapless_sequence_numbers(
 def test_processes_recording_the_same_messages_record_each_once(
     store: RecallStore, store_target: str
 ) -> None:
-    argsets = [("dup", 40, 4, "same-") for _ in range(8)]
-    assert sum(ok_results(run_together(store_target, _append, argsets))) == 40
-    turns = store.turns("dup")
-    assert [t.msg_id for t in turns] == [f"same-{i}" for i in range(40)]
-    # Numbered without gaps, and the agent's count agrees: a writer that lost a race to
-    # another recorder of the same messages wrote nothing (no number handed out twice or lost).
-    assert [t.seq for t in turns] == list(range(1, 41))
-    with store._db.tx() as tx:
-        assert tx.one("SELECT turn_seq FROM recall_agents WHERE agent_id = 'dup'") == (40,)
+    # Three agents, three races: a single round sometimes let the writers pass one another
+    # without colliding, which would leave the losing path untried.
+    for agent in ("dup-a", "dup-b", "dup-c"):
+        argsets = [(agent, 40, 4, "same-") for _ in range(8)]
+        assert sum(ok_results(run_together(store_target, _append, argsets))) == 40
+        turns = store.turns(agent)
+        assert [t.msg_id for t in turns] == [f"same-{i}" for i in range(40)]
+        # Numbered without gaps, and the agent's count agrees: a writer that lost a race to
+        # another recorder of the same messages wrote nothing (no number handed out twice or
+        # lost).
+        assert [t.seq for t in turns] == list(range(1, 41))
+        with store._db.tx() as tx:
+            row = tx.one("SELECT turn_seq FROM recall_agents WHERE agent_id = ?", (agent,))
+        assert row == (40,)
 
 
 # --- leases and approvals ------------------------------------------------------------------
