@@ -442,6 +442,32 @@ MUTATIONS = [
         ("tests/test_store_prefetch.py::-k::one_round_trip",),
     ),
     Mutation(
+        "flush_later_commits",
+        "a relaxed end is committed when the call returns (it survives its process killed)",
+        "langgraph_recall/store/_db.py",
+        '                if et is None:\n                    conn.execute("COMMIT")\n',
+        '                if et is None and not self._relaxed:\n                    conn.execute("COMMIT")\n',
+        ("tests/test_store_durability.py::-k::survives_its_process",),
+    ),
+    Mutation(
+        "prefetch_unhashable",
+        "a read whose parameters cannot be a plan's key just runs",
+        "langgraph_recall/store/_prefetch.py",
+        "            hash(read)\n"
+        "        except TypeError:  # a parameter psycopg takes but a dict cannot (a list): just run it\n"
+        "            return None\n",
+        "            hash(read)\n        except ZeroDivisionError:\n            return None\n",
+        ("tests/test_store_prefetch.py::-k::list_parameter",),
+    ),
+    Mutation(
+        "prefetch_bounded",
+        "plans are kept for a bounded number of keys",
+        "langgraph_recall/store/_prefetch.py",
+        "            if len(plans) > MAX_PLANS:",
+        "            if False:",
+        ("tests/test_store_prefetch.py::-k::bounded",),
+    ),
+    Mutation(
         "flush_later_restore",
         "a relaxed commit's synchronous=NORMAL does not outlive it on the shared connection",
         "langgraph_recall/store/_db.py",

@@ -20,8 +20,10 @@ import pytest
 from langgraph_recall import RecallError, RecallStore
 
 
-def _store_setting(store: RecallStore) -> str:
-    with store._db.tx() as tx:
+def _store_setting(store: RecallStore, *, writer: bool = False) -> str:
+    """The setting of a connection of the store (``writer``: on SQLite, the one that writes,
+    which the same-database saver shares)."""
+    with store._db.tx(write=writer) as tx:
         if store.dialect == "sqlite":
             row = tx.one("PRAGMA synchronous")
             return {1: "NORMAL", 2: "FULL"}[int(row[0])]  # type: ignore[index]
@@ -102,14 +104,6 @@ def test_postgres_process_durability_keeps_an_intent_when_the_claimer_is_killed(
 # --- a call's end, flushed by the write that follows it ------------------------------------------
 
 
-def _writers_setting(store: RecallStore) -> str:
-    """The setting on the connection that writes (on SQLite, the one the saver shares)."""
-    with store._db.tx(write=True) as tx:
-        if store.dialect == "sqlite":
-            return {1: "NORMAL", 2: "FULL"}[int(tx.one("PRAGMA synchronous")[0])]  # type: ignore[index]
-        return str(tx.one("SHOW synchronous_commit")[0])  # type: ignore[index]
-
-
 def _claimed(store: RecallStore, action_id: str) -> Any:
     return store.claim(
         "agent-f", action_id, tool="send", args={"to": "a"}, args_digest="d" * 64
@@ -133,22 +127,47 @@ def test_a_commit_flushed_later_relaxes_only_its_own_transaction(
                 assert int(tx.one("PRAGMA synchronous")[0]) == 1  # type: ignore[index]
             else:
                 assert tx.one("SHOW synchronous_commit")[0] == "off"  # type: ignore[index]
-        assert _writers_setting(store) == ("FULL" if backend == "sqlite" else "on")
+        assert _store_setting(store, writer=True) == ("FULL" if backend == "sqlite" else "on")
         assert store.action(action.action_id).status == "done"
 
         # The store's own call, autocommitted on PostgreSQL, leaves the session as it was too.
         second = _claimed(store, "act-2")
         assert store.end(second.action_id, second.attempt, "done", result=1, flush_later=True)
-        assert _writers_setting(store) == ("FULL" if backend == "sqlite" else "on")
+        assert _store_setting(store, writer=True) == ("FULL" if backend == "sqlite" else "on")
         assert store.action(second.action_id).status == "done"
 
         # A transaction that fails puts the setting back as well.
         with pytest.raises(ZeroDivisionError):
             with store._db.tx(write=True, flush_later=True):
                 1 / 0  # noqa: B018
-        assert _writers_setting(store) == ("FULL" if backend == "sqlite" else "on")
+        assert _store_setting(store, writer=True) == ("FULL" if backend == "sqlite" else "on")
     finally:
         store.close()
+
+
+def test_an_end_flushed_later_survives_its_process_being_killed(
+    backend: str, store_target: str
+) -> None:
+    """The relaxed commit still commits: a worker records a call's end that way and dies the
+    moment it returns (os._exit: no close, no later write to flush it); the end is there."""
+    script = textwrap.dedent(
+        f"""
+        import os
+        from langgraph_recall import RecallStore
+        store = RecallStore.open({store_target!r}, durability="power")
+        claim = store.claim("agent", "act-1", tool="send", args={{"to": "a"}}, args_digest="d")
+        assert store._db.flushes_each_commit
+        assert store.end("act-1", claim.action.attempt, "done", result="sent", flush_later=True)
+        os._exit(0)
+        """
+    )
+    env = {**os.environ, "LANGGRAPH_RECALL_SECRET": "s" * 32}
+    done = subprocess.run([sys.executable, "-c", script], env=env, timeout=60)
+    assert done.returncode == 0
+    with RecallStore.open(store_target, secret="s" * 32) as store:
+        action = store.action("act-1")
+        assert action.status == "done" and action.result == "sent"
+        assert store.actions("agent", open_only=True) == []
 
 
 def test_flush_later_changes_nothing_where_commits_do_not_wait(tmp_path: Any) -> None:
@@ -157,7 +176,7 @@ def test_flush_later_changes_nothing_where_commits_do_not_wait(tmp_path: Any) ->
         with store._db.tx(write=True, flush_later=True) as tx:
             assert tx.flush_later is False
             assert int(tx.one("PRAGMA synchronous")[0]) == 1  # type: ignore[index]
-        assert _writers_setting(store) == "NORMAL"
+        assert _store_setting(store, writer=True) == "NORMAL"
     finally:
         store.close()
 

@@ -132,3 +132,24 @@ def test_a_read_that_cannot_run_ahead_runs_on_its_own(pg_store: RecallStore) -> 
         assert tx.one("SELECT count(*) FROM recall_turns") == (0,)
         with pytest.raises(psycopg.errors.UndefinedTable):
             tx.one("SELECT n FROM counter WHERE id = ?", (1,))
+
+
+def test_a_read_with_a_list_parameter_is_not_learned_and_still_runs(
+    pg_store: RecallStore, answered: list[bool]
+) -> None:
+    for _ in range(2):  # the second time would be answered ahead, if it had been learned
+        with pg_store._db.tx(learn="list") as tx:
+            assert tx.one("SELECT 2 = ANY(?)", ([1, 2, 3],)) == (True,)
+    assert answered == [False, False]
+
+
+def test_plans_are_kept_for_a_bounded_number_of_keys(
+    pg_store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A long-lived process briefs many agents: the oldest plans go, the newest stay.
+    monkeypatch.setattr(_prefetch, "MAX_PLANS", 3)
+    for n in range(10):
+        with pg_store._db.tx(learn=("agent", n)) as tx:
+            tx.one("SELECT ?", (n,))
+    plans = pg_store._db.plans  # type: ignore[attr-defined]
+    assert [plans.get(("agent", n)) != [] for n in range(10)] == [False] * 7 + [True] * 3

@@ -31,17 +31,16 @@ MAX_PLANS = 1024
 class Learned:
     """One transaction's reads: answers fetched ahead, and the reads it made (the next plan)."""
 
-    __slots__ = ("answers", "made", "hits")
+    __slots__ = ("answers", "made")
 
     def __init__(self, answers: dict[Read, list[list[Row]]] | None = None) -> None:
         self.answers = answers or {}
         self.made: list[Read] = []
-        self.hits = 0  # reads answered from the prefetch (tests and benchmarks look)
 
     def take(self, sql: str, params: Sequence[Any]) -> list[Row] | None:
         """The prefetched rows of this read (None: run it), noting the read for next time."""
         if not _is_read(sql):
-            self.answers.clear()  # a write: what was read before it may be stale now
+            self.forget()  # a write (an UPDATE ... RETURNING, say): what was read ahead may be stale
             return None
         try:
             read: Read = (sql, tuple(params))
@@ -52,7 +51,6 @@ class Learned:
         queue = self.answers.get(read)
         if not queue:
             return None
-        self.hits += 1
         return queue.pop(0)
 
     def forget(self) -> None:
