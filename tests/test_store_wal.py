@@ -125,3 +125,32 @@ def test_a_finished_read_leaves_no_snapshot_that_stops_a_checkpoint(tmp_path: Pa
             busy, logged, copied = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         assert (busy, copied) == (0, logged), (busy, logged, copied)
         del tx
+
+
+def test_opening_waits_while_another_process_writes_a_fresh_file(tmp_path: Path) -> None:
+    # A file still in rollback-journal mode, with a write in progress elsewhere: switching to
+    # WAL answers "database is locked" at once (SQLite does not call the busy handler there).
+    # Several processes opening a fresh database at once meet exactly this.
+    path = str(tmp_path / "fresh.db")
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE t (x)")
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    reader.execute("BEGIN")
+    reader.execute("SELECT * FROM t").fetchall()
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO t VALUES (1)")
+
+    def finish() -> None:
+        reader.execute("COMMIT")
+        other.execute("COMMIT")
+
+    timer = threading.Timer(0.3, finish)
+    timer.start()
+    try:
+        with RecallStore.open(path) as store:  # waits, as for any other lock
+            store.put(("ns",), "k", {"v": 1})
+            assert store.get(("ns",), "k") is not None
+    finally:
+        timer.join()
+        reader.close()
+        other.close()

@@ -12,6 +12,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -324,7 +325,7 @@ class SqliteDatabase(Database):
                 timeout=self.busy_timeout,
                 check_same_thread=False,
             )
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._enter_wal(conn)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             # Never checkpoint inside this connection's commits: ``self.wal`` does it (_wal).
@@ -332,6 +333,23 @@ class SqliteDatabase(Database):
         except sqlite3.DatabaseError as exc:
             raise _sqlite_error(exc, self.path) from exc
         return conn
+
+    def _enter_wal(self, conn: sqlite3.Connection) -> None:
+        # On a file still in rollback-journal mode (a fresh database that several processes
+        # open at once), switching to WAL can answer "database is locked" at once, without
+        # the busy handler: SQLite refuses to wait where waiting could deadlock. Retry until
+        # busy_timeout, as the busy handler would have.
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
     def _connect_checkpointer(self) -> sqlite3.Connection:
         # A passive checkpoint never waits on the busy handler; the timeout is for opening.
