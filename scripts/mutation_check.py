@@ -491,6 +491,46 @@ MUTATIONS = [
         "            True\n",
         ("tests/test_store_durability.py::-k::same_database_saver",),
     ),
+    Mutation(
+        "plan_ahead",
+        "a durable call's intent commits with its AI message's checkpoint (no claim of its own)",
+        "langgraph_recall/checkpoint/_saver.py",
+        "        if self._carries:\n            self._shared.plans.register(node, planner)\n",
+        "        pass  # never plan\n",
+        ("tests/test_tools_planned.py::-k::claimed_with_their_checkpoint or async_runs_claim",),
+    ),
+    Mutation(
+        "plan_close_at_end",
+        "a planned call the run never started is closed at the run's end, not left in doubt",
+        "langgraph_recall/checkpoint/_runs.py",
+        "                close_not_started(self.store, leftover)\n",
+        "                pass  # planned calls left open\n",
+        ("tests/test_tools_planned.py::-k::paused_before_the_tools",),
+    ),
+    Mutation(
+        "plan_not_started_args",
+        "a planned call that never started may run with arguments edited since",
+        "langgraph_recall/store/_actions.py",
+        "    if prev.resolved_by == NOT_STARTED:\n",
+        "    if False:\n",
+        ("tests/test_tools_planned.py::-k::edited_while_paused",),
+    ),
+    Mutation(
+        "plan_digest",
+        "a plan written for other arguments is closed, and the call claims anew",
+        "langgraph_recall/tools/_durable.py",
+        "        if planned is not None and planned.action.args_digest != digest:\n",
+        "        if False:\n",
+        ("tests/test_tools_planned.py::-k::other_arguments",),
+    ),
+    Mutation(
+        "plan_atomic_sqlite",
+        "SQLite: a checkpoint and the intents it carries commit together or not at all",
+        "langgraph_recall/checkpoint/_same_db.py",
+        "                    if self.conn.in_transaction:\n                        self.conn.rollback()\n",
+        "                    self.conn.commit()  # as SqliteSaver's own cursor does\n",
+        ("tests/test_tools_planned.py::-k::failed_intent and sqlite",),
+    ),
 ]
 
 

@@ -155,7 +155,7 @@ _CAPABILITIES = (
     ("copy_thread", "acopy_thread"),
     ("prune", "aprune"),
 )
-SYNC_ONLY = ("SqliteSaver", "StoreSqliteSaver", "PostgresSaver")
+SYNC_ONLY = ("SqliteSaver", "StoreSqliteSaver", "PostgresSaver", "StorePostgresSaver")
 
 
 def threaded(inner: Any) -> Any:

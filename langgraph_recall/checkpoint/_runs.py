@@ -34,6 +34,7 @@ from .._context import CONFIG_KEY_RUNTIME, agent_id_of, configurable, thread_id_
 from .._errors import LeaseLost
 from ._faults import fault_point
 from ._lease import HeldLease, LeaseKeeper
+from ._plans import close_not_started
 from ._recording import Recorder, TurnBuffer, messages_in, switch_thread
 from ._turns import claim_turn, is_new_input, turn_id_of
 
@@ -88,6 +89,9 @@ class Run:
     # Started from an explicit checkpoint_id (time travel): its first checkpoint is a
     # deliberate second child of an old one, which ``inspect_thread`` must not call a fork.
     branched: bool = False
+    # Claims written ahead with a checkpoint of this run (``_plans``), by action id, until the
+    # tool node takes them; those left when the run ends never started.
+    planned: dict[str, Any] = field(default_factory=dict)
 
     def restored(self, messages: list[BaseMessage] | None) -> None:
         self.turns = TurnBuffer(messages or ())
@@ -218,6 +222,12 @@ class RunLifecycle:
                 # A run that lost its lease leaves its messages to the next holder, whose
                 # catch-up records them from the checkpoints in order before its own.
                 self.recorder.write_now(run.agent_id, run.thread_id, run.turns.drain())
+                # Calls planned with a checkpoint whose tool never started (the run paused or
+                # went elsewhere): closed while the lease is still ours, so no later reader,
+                # here or in another process, takes them for calls in doubt. A run that lost
+                # its lease leaves them open: the new holder sees them in doubt, the safe side.
+                leftover, run.planned = list(run.planned.values()), {}
+                close_not_started(self.store, leftover)
         finally:
             lost = self.keeper.release(run.agent_id)
         if lost is not None:

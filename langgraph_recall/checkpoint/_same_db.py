@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import RecallError
 from ..store._wal import CountingLock
@@ -29,6 +31,42 @@ if TYPE_CHECKING:
 
 # Savers built here -> how to close their connections. Weak, so a dropped saver is forgotten.
 _OWNED: weakref.WeakKeyDictionary[Any, Callable[[], None]] = weakref.WeakKeyDictionary()
+
+
+class Rider(Protocol):
+    """Statements that commit in the same transaction as one checkpoint (``put_with``)."""
+
+    def send(self, cur: Any) -> None:
+        """Run the statements on the saver's cursor, after the checkpoint's own."""
+
+
+class _Riding(threading.local):
+    rider: Rider | None = None
+
+
+_RIDING = _Riding()
+
+
+def put_with(
+    saver: Any, rider: Rider, config: Any, checkpoint: Any, metadata: Any, new_versions: Any
+) -> Any:
+    """``saver.put(...)`` (a saver built here) with ``rider``'s statements in its transaction:
+    both commit, or neither does (a fenced-out checkpoint takes the rider's rows with it)."""
+    _RIDING.rider = rider
+    try:
+        return saver.put(config, checkpoint, metadata, new_versions)
+    finally:
+        _RIDING.rider = None
+
+
+def can_carry(saver: Any) -> bool:
+    """Whether ``saver`` takes riders (``put_with``): the savers built here do."""
+    return isinstance(saver, (_store_sqlite_saver(), _store_postgres_saver()))
+
+
+def _take_rider() -> Rider | None:
+    rider, _RIDING.rider = _RIDING.rider, None
+    return rider
 
 
 def same_database_saver(store: RecallStore) -> BaseCheckpointSaver:
@@ -70,6 +108,30 @@ def _store_sqlite_saver() -> type[Any]:
         """``SqliteSaver`` on the store's writers' connection; its listings read elsewhere."""
 
         db: Any  # the store's SqliteDatabase
+
+        @contextmanager
+        def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+            rider = _take_rider() if transaction else None
+            if rider is None:
+                with SqliteSaver.cursor(self, transaction) as cur:
+                    yield cur
+                return
+            # SqliteSaver's own cursor commits in its ``finally``, even when the statement
+            # failed (a fence trigger's abort ends the statement, not the transaction): the
+            # rider's rows would land without their checkpoint. Here a failure rolls back both.
+            with self.lock:
+                cur = self.conn.cursor()
+                try:
+                    yield cur
+                    rider.send(cur)
+                except BaseException:
+                    if self.conn.in_transaction:
+                        self.conn.rollback()
+                    raise
+                else:
+                    self.conn.commit()
+                finally:
+                    cur.close()
 
         def list(
             self,
@@ -159,9 +221,31 @@ def _pg_setup_once(conn: Any, saver: Any) -> None:
         conn.execute(f"SELECT pg_advisory_unlock({PG_FENCE_LOCK})")
 
 
-def _postgres_saver(dsn: str, configure: Callable[[Any], None]) -> BaseCheckpointSaver:
+@functools.cache
+def _store_postgres_saver() -> type[Any]:
+    """``PostgresSaver`` whose checkpoint writes can carry riders (made once, see above)."""
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:  # pragma: no cover - depends on the install
+        return type("NoPostgresSaver", (), {})
+
+    class StorePostgresSaver(PostgresSaver):
+        @contextmanager
+        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
+            rider = _take_rider() if pipeline else None
+            with PostgresSaver._cursor(self, pipeline=pipeline) as cur:
+                yield cur
+                if rider is not None:
+                    # Queued in the same pipeline, before its one Sync: PostgreSQL runs every
+                    # statement up to a Sync as one implicit transaction, so the rider commits
+                    # with the checkpoint, and an error in either skips the rest.
+                    rider.send(cur)
+
+    return StorePostgresSaver
+
+
+def _postgres_saver(dsn: str, configure: Callable[[Any], None]) -> BaseCheckpointSaver:
+    try:
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -181,7 +265,7 @@ def _postgres_saver(dsn: str, configure: Callable[[Any], None]) -> BaseCheckpoin
         name="langgraph-recall-checkpoints",
     )
     try:
-        saver = PostgresSaver(pool)
+        saver = _store_postgres_saver()(pool)
         with pool.connection() as conn:
             if not _pg_ready(conn, len(saver.MIGRATIONS)):
                 _pg_setup_once(conn, saver)

@@ -42,22 +42,26 @@ from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
 from ._fence import is_fence_error
 from ._lease import LeaseKeeper, new_holder_id
+from ._plans import Planner, PlanRider, Plans, close_not_started, take
 from ._recording import Recorder, messages_in
 from ._runs import RunLifecycle, find_loop, run_key
-from ._same_db import close_same_database_saver, is_fenced
+from ._same_db import can_carry, close_same_database_saver, is_fenced, put_with
 from ._turns import TurnHelpers
 
 if TYPE_CHECKING:
-    from ..store import RecallStore
+    from ..store import Claim, RecallStore
 
 
 class _Shared:
     """What every copy of one RecallCheckpointer shares (``with_allowlist`` copies it)."""
 
-    def __init__(self, keeper: LeaseKeeper, recorder: Recorder, runs: RunLifecycle) -> None:
+    def __init__(
+        self, keeper: LeaseKeeper, recorder: Recorder, runs: RunLifecycle, plans: Plans
+    ) -> None:
         self.keeper = keeper
         self.recorder = recorder
         self.runs = runs
+        self.plans = plans
         self.durable = DurableLog()
         self.sync_only: set[str] = set()  # async methods of the inner saver that raise
 
@@ -124,7 +128,9 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         runs = RunLifecycle(
             store=store, inner=inner, keeper=keeper, recorder=recorder, messages_key=messages_key
         )
-        self._shared = _Shared(keeper, recorder, runs)
+        self._shared = _Shared(keeper, recorder, runs, Plans(store, messages_key))
+        # Intents can ride a checkpoint's transaction only where both share one database.
+        self._carries = self.fenced and can_carry(inner)
         tracked = getattr(store, "_checkpointers", None)
         if tracked is not None:
             tracked.add(self)  # store.close() closes this too
@@ -367,6 +373,38 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         self._shared.recorder.flush(agent_id, timeout=max(30.0, self.lease_ttl))
         self._shared.keeper.release(agent_id)
 
+    def _rider(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        md: CheckpointMetadata,
+        new_versions: ChannelVersions,
+        agent_id: str | None,
+        own: bool,
+    ) -> PlanRider | None:
+        """The intents planned to commit with this checkpoint (see ``_plans``), if any."""
+        if not self._carries or agent_id is None or own:
+            return None
+        conf = _conf(config)
+        if conf.get("checkpoint_ns"):
+            return None
+        epoch = md.get("recall_epoch")  # type: ignore[attr-defined]
+        return self._shared.plans.rider(
+            checkpoint, new_versions, agent_id, str(conf.get("thread_id")), epoch
+        )
+
+    def _landed(self, agent_id: str | None, rider: PlanRider | None) -> None:
+        """Hand the planned claims to the run (before ``_after_put`` wakes the tool node)."""
+        if rider is None or agent_id is None:
+            return
+        claims = rider.claims()
+        run = self._shared.runs.run_of(agent_id)
+        if run is None:  # cannot happen while the run holds the lease; close them anyway
+            close_not_started(self.store, claims)
+            return
+        for claim in claims:
+            run.planned[claim.action.action_id] = claim
+
     def put(
         self,
         config: RunnableConfig,
@@ -376,15 +414,20 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     ) -> RunnableConfig:
         """Write a checkpoint stamped with the lease epoch; ``LeaseLost`` if fenced out."""
         md, agent_id, own = self._before_put(config, metadata)
+        rider = self._rider(config, checkpoint, md, new_versions, agent_id, own)
         fault_point("before_put", hold=getattr(self.inner, "lock", None))
         self._shared.durable.begin(str(thread_id_of(config)), checkpoint["id"])
         try:
-            stored = self.inner.put(config, checkpoint, md, new_versions)
+            if rider is None:
+                stored = self.inner.put(config, checkpoint, md, new_versions)
+            else:
+                stored = put_with(self.inner, rider, config, checkpoint, md, new_versions)
         except BaseException as exc:
             err = self._put_failed(config, checkpoint, agent_id, own, exc)
             if err is exc:
                 raise
             raise err from exc
+        self._landed(agent_id, rider)
         fault_point("after_put")
         self._after_put(config, checkpoint, new_versions, agent_id, own)
         if own and agent_id is not None:
@@ -403,15 +446,22 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             md, agent_id, own = self._before_put(config, metadata)  # memory only: no I/O
         else:
             md, agent_id, own = await asyncio.to_thread(self._before_put, config, metadata)
+        rider = self._rider(config, checkpoint, md, new_versions, agent_id, own)
         fault_point("before_put", hold=getattr(self.inner, "lock", None))
         self._shared.durable.begin(str(thread_id_of(config)), checkpoint["id"])
         try:
-            stored = await self._acall("put", config, checkpoint, md, new_versions)
+            if rider is None:
+                stored = await self._acall("put", config, checkpoint, md, new_versions)
+            else:
+                stored = await asyncio.to_thread(
+                    put_with, self.inner, rider, config, checkpoint, md, new_versions
+                )
         except BaseException as exc:
             err = self._put_failed(config, checkpoint, agent_id, own, exc)
             if err is exc:
                 raise
             raise err from exc
+        self._landed(agent_id, rider)
         fault_point("after_put")
         self._after_put(config, checkpoint, new_versions, agent_id, own)
         if own and agent_id is not None:
@@ -506,6 +556,17 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         return await asyncio.to_thread(getattr(self.inner, name), *args, **kwargs)
 
     # --- what other parts of langgraph-recall ask --------------------------------------------
+
+    def plan_ahead(self, node: str, planner: Planner) -> None:
+        """Let ``planner`` (a durable tool node named ``node`` in the graph) write the intents
+        of the calls it will run with the checkpoint that triggers it (see ``_plans``).
+        Nothing happens unless this checkpointer is ``store.checkpointer()``'s."""
+        if self._carries:
+            self._shared.plans.register(node, planner)
+
+    def take_planned(self, agent_id: str, action_id: str) -> Claim | None:
+        """The claim of ``action_id`` written ahead by this process's run, handed over once."""
+        return take(self._shared.runs.run_of(agent_id), action_id)
 
     def current_epoch(self, agent_id: str) -> int | None:
         """The lease epoch this process holds for ``agent_id`` (None if it holds none).

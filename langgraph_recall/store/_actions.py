@@ -94,6 +94,11 @@ def settled_claim(prev: Action | None, action_id: str, args_digest: str) -> Clai
         return Claim("in_doubt", prev)
     if prev.status in ("done", "failed"):
         return Claim(prev.status, prev)
+    if prev.resolved_by == NOT_STARTED:
+        # A planned attempt closed before its tool ever started (see ``planned_insert``): its
+        # key never left this process, so new arguments (a call edited while the run was
+        # paused before the tool node) may take the next attempt under it.
+        return None
     if prev.args_digest != args_digest:
         raise ApprovalMismatch(
             f"action {action_id} was recorded for other arguments; it will not run with new ones",
@@ -157,6 +162,8 @@ _INSERT_COLS = (
     "action_id, attempt, agent_id, thread_id, tool, klass, args_type, args, args_digest, "
     "idempotency_key, epoch, seq"
 )
+# SQLite numbers an agent's attempts inside the insert (its one writer holds the lock).
+_SQLITE_NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM recall_actions WHERE agent_id = ?)"
 
 
 def insert_attempt(tx: Tx, prev: Action | None, intent: Intent) -> Claim:
@@ -174,7 +181,7 @@ def insert_attempt(tx: Tx, prev: Action | None, intent: Intent) -> Claim:
         # created, when missing, by the insert's trigger (recall_actions_agent, schema v3);
         # last_activity moves with the agent's turns.
         seq: Any = intent.agent_id
-        seq_sql = "(SELECT coalesce(max(seq), 0) + 1 FROM recall_actions WHERE agent_id = ?)"
+        seq_sql = _SQLITE_NEXT_SEQ
     else:
         # PostgreSQL writers run at once: the agent row's lock hands the numbers out.
         touch_agent(tx, intent.agent_id)
@@ -196,6 +203,58 @@ def insert_attempt(tx: Tx, prev: Action | None, intent: Intent) -> Claim:
         settled = settled_claim(prev, intent.action_id, intent.args_digest)
         if settled is not None:
             return settled
+
+
+# ``resolved_by`` of a planned attempt that its run closed before the tool started.
+NOT_STARTED = "recall:not-started"
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A first attempt written ahead, inside the transaction of the checkpoint that holds the
+    AI message asking for it (``store.checkpointer()`` only: the same database)."""
+
+    intent: Intent
+    args_type: str
+    args_data: bytes
+    sql: str  # in the engine's own placeholders (``Database.sql``), for the saver's cursor
+    params: tuple[Any, ...]
+
+    def claimed(self, created_at: Any) -> Claim:
+        return self.intent.claimed(1, self.args_type, self.args_data, created_at)
+
+
+def planned_insert(render: Any, dialect: str, intent: Intent) -> Planned:
+    """The statement that writes ``intent`` as attempt 1, unless the action has one already.
+
+    It returns ``created_at`` when it inserted: only then is the attempt this run's to run;
+    a conflict means the action was claimed before (a replay), and the tool node's own claim
+    then answers from what is recorded. ``render`` is ``Database.sql``.
+    """
+    check_agent_id(intent.agent_id)
+    args_type, args_data = dumps_typed(intent.args)
+    values = intent.row(1, args_type, args_data, intent.agent_id)
+    if dialect == "sqlite":
+        # The same numbering as ``insert_attempt`` (the saver holds the one write lock).
+        sql = (
+            f"INSERT INTO recall_actions ({_INSERT_COLS}, created_at) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_SQLITE_NEXT_SEQ}, {{now}}) "
+            "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at"
+        )
+        params: tuple[Any, ...] = values
+    else:
+        # The agent row's lock hands the number out, as in ``claim_first_pg``.
+        sql = (
+            "WITH ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, "
+            "turn_seq, revision_seq, action_seq) VALUES (?, {now}, {now}, 0, 0, 1) "
+            "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity, "
+            "action_seq = recall_agents.action_seq + 1 RETURNING action_seq) "
+            f"INSERT INTO recall_actions ({_INSERT_COLS}, created_at) "
+            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now} FROM ag "
+            "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at"
+        )
+        params = (intent.agent_id, *values[:-1])
+    return Planned(intent, args_type, args_data, render(sql), params)
 
 
 def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Action | None]:

@@ -25,14 +25,16 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
 from .._context import agent_id_of, checkpointer_of, store_of, thread_id_of
 from .._errors import ApprovalDenied, ApprovalMismatch, InDoubt, RecallError, UnclassifiedTool
 from ..checkpoint._faults import fault_point
+from ..checkpoint._plans import close_not_started
 from ..store import Action, Claim, RecallStore
+from ..store._actions import Intent
 from . import _barrier
 from ._approval import Verdict, approval_step
 from ._canonical import action_key, ai_message_id, args_digest, canonical_args
@@ -107,6 +109,8 @@ class DurableTools:
         self.durable_timeout = durable_timeout
         # Per tool object (held, so an id is not reused while cached).
         self._schemas: dict[int, tuple[Any, Any, frozenset[str]]] = {}
+        # The tool object each name was last called with (what ``plan`` digests against).
+        self._called: dict[str, Any] = {}
         self._keyed_tools: dict[int, tuple[BaseTool, BaseTool]] = {}
         if tools:
             self.check_tools(tools)
@@ -175,6 +179,41 @@ class DurableTools:
     async def asettle(self, store: RecallStore, agent_id: str) -> SettleReport:
         """Async twin of ``settle``."""
         return await adrive(self._settle(store, agent_id))
+
+    def plan(
+        self, message: AIMessage, agent_id: str, thread_id: str, epoch: int | None
+    ) -> list[Intent]:
+        """The intents of ``message``'s calls that this node would claim as they come, for
+        the checkpointer to write ahead with that message's checkpoint (``checkpoint._plans``).
+
+        Only calls of tools already called through this node (so their arguments are made
+        canonical by the very tool object the node will run) that are durable and need no
+        approval. Each intent is exactly what ``_call`` would claim: same key, same digest.
+        """
+        intents: list[Intent] = []
+        for call in message.tool_calls:
+            name = call["name"]
+            tool = self._called.get(name)
+            klass = self._classes.get(name)
+            if tool is None or klass not in ("external", "idempotent") or name in self._gated:
+                continue
+            schema, injected = self._schema(tool)
+            args = canonical_args(schema, call.get("args") or {}, injected)
+            action_id = action_key(agent_id, str(message.id), str(call["id"]), name)
+            intents.append(
+                Intent(
+                    agent_id=agent_id,
+                    action_id=action_id,
+                    tool=name,
+                    klass=klass,
+                    args=args,
+                    args_digest=args_digest(name, args),
+                    idempotency_key=action_id,
+                    thread_id=thread_id,
+                    epoch=epoch,
+                )
+            )
+        return intents
 
     # --- the logic, written once ---------------------------------------------------------
 
@@ -291,32 +330,42 @@ class DurableTools:
         flush_later = (
             getattr(saver, "fenced", False) is True and getattr(saver, "store", None) is store
         )
+        planned = self._planned(saver, config, agent_id, action_id, name, tool, gated)
+        if planned is not None and planned.action.args_digest != digest:
+            # Written ahead for other arguments than the ones about to run (a tool object the
+            # plan did not know): that attempt never started; close it, then claim as usual.
+            yield Io(close_not_started, (store, [planned]))
+            planned = None
         for _ in range(2):  # a second round only after a resolver said "not done"
-            try:
-                claimed = yield Io(
-                    begin,
-                    (store,),
-                    {
-                        "agent_id": agent_id,
-                        "action_id": action_id,
-                        "tool": name,
-                        "klass": klass,
-                        "args": args,
-                        "digest": digest,
-                        "thread_id": thread_id,
-                        "epoch": epoch,
-                        "gated": gated,
-                    },
-                )
-            except Exception as exc:  # the database: nothing may run without an intent
-                log.warning("could not record the intent of %s: %s", name, exc)
-                return refused_message(
-                    call,
-                    action_id,
-                    "database",
-                    f"its intent could not be recorded ({type(exc).__name__}: {exc}), so "
-                    "nothing ran. Try again later.",
-                )
+            if planned is not None:
+                # The intent committed with the AI message's checkpoint: already claimed.
+                claimed, planned = planned, None
+            else:
+                try:
+                    claimed = yield Io(
+                        begin,
+                        (store,),
+                        {
+                            "agent_id": agent_id,
+                            "action_id": action_id,
+                            "tool": name,
+                            "klass": klass,
+                            "args": args,
+                            "digest": digest,
+                            "thread_id": thread_id,
+                            "epoch": epoch,
+                            "gated": gated,
+                        },
+                    )
+                except Exception as exc:  # the database: nothing may run without an intent
+                    log.warning("could not record the intent of %s: %s", name, exc)
+                    return refused_message(
+                        call,
+                        action_id,
+                        "database",
+                        f"its intent could not be recorded ({type(exc).__name__}: {exc}), so "
+                        "nothing ran. Try again later.",
+                    )
             if isinstance(claimed, ApprovalDenied):
                 message = verdict.decision.message if verdict is not None else None
                 return rejected_message(call, action_id, message)
@@ -354,6 +403,27 @@ class DurableTools:
                 return (yield Io(from_record, (store, settled, call)))
             # "not_done": claim again (a new attempt under the same key)
         return in_doubt_message(action, call)
+
+    def _planned(
+        self,
+        saver: Any,
+        config: Mapping[str, Any],
+        agent_id: str,
+        action_id: str,
+        name: str,
+        tool: Any,
+        gated: bool,
+    ) -> Claim | None:
+        """This call's claim written ahead by the checkpointer, if any; and, for later AI
+        messages, tell the checkpointer this node plans its calls (``plan``)."""
+        plan_ahead = getattr(saver, "plan_ahead", None)
+        if plan_ahead is None or gated:
+            return None
+        node = (config.get("metadata") or {}).get("langgraph_node")
+        if tool is not None and isinstance(node, str):
+            self._called[name] = tool
+            plan_ahead(node, self)
+        return saver.take_planned(agent_id, action_id)  # type: ignore[no-any-return]
 
     def _run(
         self,

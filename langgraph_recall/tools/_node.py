@@ -108,6 +108,11 @@ class DurableToolNode(LoneCallInline):
     Tools receive the call's idempotency key through a parameter annotated ``IdempotencyKey``
     (or ``idempotency_key: Annotated[str, InjectedToolArg]``), hidden from the model.
 
+    Intents written ahead: with ``store.checkpointer()``, once this node has run a durable tool
+    in the process, the intents of that tool's later calls commit with the checkpoint of the AI
+    message asking for them (``checkpoint/_plans.py``), and the node claims nothing itself. A
+    crash after that checkpoint leaves the call open, as a crash after any intent does.
+
     Raises:
         UnclassifiedTool: naming every tool without a class.
     """

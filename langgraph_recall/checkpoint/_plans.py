@@ -1,0 +1,150 @@
+"""Intents written ahead: a durable call's intent commits with the AI message that asks for it.
+
+With ``store.checkpointer()`` the checkpoints and the actions share one database, so the intent
+of each side-effecting call in a new AI message can go into the transaction of the checkpoint
+that holds that message, instead of a commit of its own between that checkpoint and the tool.
+On PostgreSQL that commit was a round trip that waits for the disk on every durable call.
+
+What a crash means is unchanged in kind: an intent is written before its tool runs, and a crash
+after it leaves the call open (in doubt; re-run under its key if idempotent). It is earlier in
+time: a crash between that checkpoint and the tool's start now also leaves the call open. The
+calls planned here are only those the next step will run: the checkpoint triggers a node
+(``branch:to:<node>``) whose ``DurableToolNode`` registered itself with this checkpointer, and
+the tool is ``external`` or ``idempotent`` with no approval to ask for (an approval's spend
+must commit with its intent, in the tool node).
+
+The tool node takes its planned claim from the run (``take``) instead of claiming. A planned
+call the run never started (the run paused before the tool node, or routed elsewhere, or the
+node's own arguments turned out different) is closed when the run ends, before the lease goes,
+as ``not_done`` by ``NOT_STARTED``: never in doubt, and its key, never used, may serve other
+arguments (``settled_claim``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from langchain_core.messages import AIMessage
+
+from ..store._actions import NOT_STARTED, Intent, Planned, end, planned_insert
+from ..store._models import Claim
+
+if TYPE_CHECKING:
+    from ..store import RecallStore
+    from ._runs import Run
+
+log = logging.getLogger("langgraph_recall")
+
+_TRIGGER = "branch:to:"
+NOT_STARTED_NOTE = (
+    "planned with the checkpoint of the AI message that asked for it; the run ended before "
+    "the tool started, so it never ran"
+)
+
+
+class Planner(Protocol):
+    """A tool node that can name the intents of an AI message's calls (``DurableTools``)."""
+
+    def plan(
+        self, message: AIMessage, agent_id: str, thread_id: str, epoch: int | None
+    ) -> list[Intent]: ...
+
+
+class PlanRider:
+    """The planned inserts, sent in a checkpoint's transaction (``_same_db.put_with``)."""
+
+    __slots__ = ("planned", "_dialect", "_rows", "_cursors")
+
+    def __init__(self, planned: list[Planned], dialect: str) -> None:
+        self.planned = planned
+        self._dialect = dialect
+        self._rows: list[Any] = []
+        self._cursors: list[Any] = []
+
+    def send(self, cur: Any) -> None:
+        if self._dialect == "sqlite":
+            # Inside the transaction: a RETURNING row is read before the COMMIT.
+            self._rows = [cur.execute(p.sql, p.params).fetchone() for p in self.planned]
+            return
+        from psycopg.rows import tuple_row
+
+        # Pipelined: each answer is read after the Sync (``claims``), one cursor each.
+        for p in self.planned:
+            own = cur.connection.cursor(row_factory=tuple_row)
+            own.execute(p.sql, p.params)
+            self._cursors.append(own)
+
+    def claims(self) -> list[Claim]:
+        """After the commit: the attempts this checkpoint inserted (a conflict gave no row)."""
+        rows = self._rows if self._dialect == "sqlite" else [c.fetchone() for c in self._cursors]
+        return [
+            p.claimed(row[0]) for p, row in zip(self.planned, rows, strict=True) if row is not None
+        ]
+
+
+class Plans:
+    """One RecallCheckpointer's planners, by the node name whose trigger they answer."""
+
+    def __init__(self, store: RecallStore, messages_key: str) -> None:
+        self.store = store
+        self.messages_key = messages_key
+        self.planners: dict[str, Planner] = {}
+
+    def register(self, node: str, planner: Planner) -> None:
+        if self.planners.get(node) is not planner:
+            self.planners[node] = planner
+
+    def rider(
+        self,
+        checkpoint: Mapping[str, Any],
+        new_versions: Mapping[str, Any],
+        agent_id: str,
+        thread_id: str,
+        epoch: int | None,
+    ) -> PlanRider | None:
+        """The inserts to send with this checkpoint, or None (the usual case: no I/O)."""
+        if not self.planners or self.messages_key not in new_versions:
+            return None
+        values = checkpoint["channel_values"]
+        intents: list[Intent] = []
+        for node, planner in self.planners.items():
+            if _TRIGGER + node not in values:
+                continue
+            messages = values.get(self.messages_key)
+            last = messages[-1] if isinstance(messages, list) and messages else None
+            if not isinstance(last, AIMessage) or not last.tool_calls or not last.id:
+                return None
+            intents += planner.plan(last, agent_id, thread_id, epoch)
+        if not intents:
+            return None
+        db: Any = self.store._db
+        return PlanRider([planned_insert(db.sql, db.dialect, i) for i in intents], db.dialect)
+
+
+def take(run: Run | None, action_id: str) -> Claim | None:
+    """The run's planned claim of ``action_id``, handed over once."""
+    if run is None or not run.planned:
+        return None
+    return run.planned.pop(action_id, None)
+
+
+def close_not_started(store: RecallStore, claims: list[Claim]) -> None:
+    """End planned attempts that never started (``not_done``, by ``NOT_STARTED``), at once."""
+    if not claims:
+        return
+    try:
+        with store._db.tx(write=True) as tx:
+            for claim in claims:
+                a = claim.action
+                end(
+                    tx,
+                    a.action_id,
+                    a.attempt,
+                    "not_done",
+                    note=NOT_STARTED_NOTE,
+                    resolved_by=NOT_STARTED,
+                )
+    except Exception as exc:  # they stay open: in doubt, the safe side
+        log.warning("could not close %d planned call(s) that never started: %s", len(claims), exc)

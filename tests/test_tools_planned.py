@@ -1,0 +1,314 @@
+"""Intents written ahead: a durable call's intent commits with its AI message's checkpoint.
+
+With ``store.checkpointer()`` the intent of each durable call in a new AI message is written in
+the transaction of the checkpoint holding that message (``checkpoint/_plans.py``). These tests
+pin down what that must keep: the tool node then claims nothing itself; a planned call the run
+never started is closed as never started when the run ends (never left in doubt), and may then
+run with edited arguments; a plan for other arguments is closed and the call claims anew; a
+process killed between that checkpoint and the tool leaves the call open, as any crash after
+an intent does (in doubt for an external tool, re-run under its key for an idempotent one).
+On SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fix_tools import build_graph, call, read_effects, record_effect, reply, run_to_end, spawn
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
+
+from langgraph_recall import RecallStore
+from langgraph_recall.store._actions import NOT_STARTED
+from langgraph_recall.tools import DurableToolNode, IdempotencyKey
+from langgraph_recall.tools._durable import DurableTools
+
+
+def _send_tool(effects: str) -> Any:
+    @tool
+    def send(to: str, key: IdempotencyKey) -> str:
+        """Send a message."""
+        record_effect(effects, what="send", to=to, key=key)
+        return f"sent to {to}"
+
+    return send
+
+
+def _graph(
+    store: RecallStore,
+    saver: Any,
+    effects: str,
+    script: list[Any],
+    klass: str = "external",
+    **kw: Any,
+) -> Any:
+    node = DurableToolNode([_send_tool(effects)], classes={"send": klass})
+    graph = build_graph(node, [*script, reply("all sent")], store=store, checkpointer=saver)
+    if kw:
+        graph = graph.builder.compile(store=store, checkpointer=saver, **kw)
+    return graph
+
+
+def _sends(n: int) -> list[Any]:
+    return [reply("", call("send", to=f"u{i}@example.com")) for i in range(n)]
+
+
+def _sent(effects: str) -> list[str]:
+    return [e["to"] for e in read_effects(effects, "send")]
+
+
+@pytest.fixture
+def saver(store: RecallStore) -> Iterator[Any]:
+    cp = store.checkpointer()
+    yield cp
+    cp.close()
+
+
+@pytest.fixture
+def claims(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every action id the tool node claimed through the store itself."""
+    seen: list[str] = []
+    real = RecallStore.claim
+
+    def spy(self: RecallStore, agent_id: str, action_id: str, **kw: Any) -> Any:
+        seen.append(action_id)
+        return real(self, agent_id, action_id, **kw)
+
+    monkeypatch.setattr(RecallStore, "claim", spy)
+    return seen
+
+
+def test_calls_after_the_first_are_claimed_with_their_checkpoint(
+    store: RecallStore, saver: Any, tmp_path: Any, claims: list[str]
+) -> None:
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(3))
+    config = {"configurable": {"thread_id": "t-plan"}}
+    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+
+    actions = store.actions("t-plan")
+    assert [a.status for a in actions] == ["done"] * 3
+    assert [a.attempt for a in actions] == [1, 1, 1]
+    assert _sent(effects) == ["u0@example.com", "u1@example.com", "u2@example.com"]
+    # The first call teaches the checkpointer which node runs which tools; the next two
+    # were claimed by their AI message's checkpoint, not by the tool node.
+    assert len(claims) == 1
+
+
+def test_a_run_paused_before_the_tools_closes_its_planned_call_as_never_started(
+    store: RecallStore, saver: Any, tmp_path: Any
+) -> None:
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(2), interrupt_before=["tools"])
+    config = {"configurable": {"thread_id": "t-pause"}}
+    graph.invoke({"messages": [HumanMessage("go")]}, config)  # paused before the first call
+    graph.invoke(None, config)  # first call runs; paused before the second (planned)
+
+    assert store.actions("t-pause", open_only=True) == []  # nothing left in doubt
+    second = store.actions("t-pause")[-1]
+    assert (second.status, second.resolved_by, second.attempt) == ("not_done", NOT_STARTED, 1)
+    assert _sent(effects) == ["u0@example.com"]
+
+    graph.invoke(None, config)  # the resume runs it: once, as a new attempt under its key
+    assert _sent(effects) == ["u0@example.com", "u1@example.com"]
+    again = store.action(second.action_id)
+    assert (again.status, again.attempt) == ("done", 2)
+    assert again.idempotency_key == second.idempotency_key
+
+
+def test_a_call_edited_while_paused_runs_with_its_new_arguments(
+    store: RecallStore, saver: Any, tmp_path: Any
+) -> None:
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(2), interrupt_before=["tools"])
+    config = {"configurable": {"thread_id": "t-edit"}}
+    graph.invoke({"messages": [HumanMessage("go")]}, config)
+    graph.invoke(None, config)  # paused before the second call, which was planned
+
+    last = graph.get_state(config).values["messages"][-1]
+    assert isinstance(last, AIMessage)
+    edited = {**last.tool_calls[0], "args": {"to": "boss@example.com"}}
+    graph.update_state(config, {"messages": [AIMessage("", id=last.id, tool_calls=[edited])]})
+    graph.invoke(None, config)
+
+    assert _sent(effects) == ["u0@example.com", "boss@example.com"]
+    done = store.actions("t-edit")[-1]
+    assert (done.status, done.args) == ("done", {"to": "boss@example.com"})
+
+
+def test_a_plan_for_other_arguments_is_closed_and_the_call_claims_anew(
+    store: RecallStore, saver: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = DurableTools.plan
+
+    def skewed(self: DurableTools, *args: Any) -> Any:
+        from dataclasses import replace
+
+        return [
+            replace(i, args={"to": "x@evil.com"}, args_digest="0" * 64) for i in real(self, *args)
+        ]
+
+    monkeypatch.setattr(DurableTools, "plan", skewed)
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(2))
+    config = {"configurable": {"thread_id": "t-skew"}}
+    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+
+    assert _sent(effects) == ["u0@example.com", "u1@example.com"]
+    second = store.actions("t-skew")[-1]
+    assert (second.status, second.attempt, second.args) == ("done", 2, {"to": "u1@example.com"})
+    assert store.actions("t-skew", open_only=True) == []
+
+
+async def test_async_runs_claim_with_the_checkpoint_too(
+    store: RecallStore, saver: Any, tmp_path: Any, claims: list[str]
+) -> None:
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(3))
+    config = {"configurable": {"thread_id": "t-async"}}
+    await graph.ainvoke({"messages": [HumanMessage("go")]}, config)  # durability="async"
+    assert [a.status for a in await store.aactions("t-async")] == ["done"] * 3
+    assert len(_sent(effects)) == 3
+    assert len(claims) == 1
+
+
+# --- a process killed between the AI message's checkpoint and the tool ------------------------
+
+
+def planned_worker(target: str, agent_id: str, effects: str, klass: str) -> int:
+    """Run the agent (three sends) to its end; with faults armed, die where they say."""
+    store = RecallStore.open(target)
+    try:
+        saver = store.checkpointer(lease_ttl=30.0, wait=60.0, holder=f"worker-{agent_id}")
+        graph = _graph(store, saver, effects, _sends(3), klass=klass)
+        config = {"configurable": {"thread_id": agent_id}}
+        ok = run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+        return 0 if ok else 3
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("klass", ["external", "idempotent"])
+def test_killed_after_the_checkpoint_that_holds_the_intent(
+    store_target: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, klass: str
+) -> None:
+    effects = str(tmp_path / "effects")
+    # Checkpoints: the input, the human message, the first AI message, its tool's answer, the
+    # second AI message (5th): its call is planned there. Exit right after that commit.
+    monkeypatch.setenv("LANGGRAPH_RECALL_FAULTS", "after_put=5:exit")
+    first = spawn(
+        "test_tools_planned:planned_worker",
+        target=store_target,
+        agent_id="k",
+        effects=effects,
+        klass=klass,
+    )
+    assert first.wait(120) == 99
+    assert _sent(effects) == ["u0@example.com"]
+    with RecallStore.open(store_target) as store:
+        (open_call,) = store.actions("k", open_only=True)  # the intent is there, not run
+        assert open_call.args == {"to": "u1@example.com"}
+
+    monkeypatch.delenv("LANGGRAPH_RECALL_FAULTS")
+    second = spawn(
+        "test_tools_planned:planned_worker",
+        target=store_target,
+        agent_id="k",
+        effects=effects,
+        klass=klass,
+    )
+    assert second.wait(120) == 0
+    sent = [e for e in read_effects(effects, "send")]
+    with RecallStore.open(store_target) as store:
+        if klass == "external":
+            # Never re-run blindly: the call stays in doubt for the resolver or a person.
+            assert [e["to"] for e in sent] == ["u0@example.com", "u2@example.com"]
+            assert [a.action_id for a in store.actions("k", open_only=True)] == [
+                open_call.action_id
+            ]
+        else:
+            # Safe to repeat: re-run once, under the key the intent was written with.
+            assert [e["to"] for e in sent] == ["u0@example.com", "u1@example.com", "u2@example.com"]
+            assert sent[1]["key"] == open_call.idempotency_key
+            assert store.actions("k", open_only=True) == []
+
+
+def test_another_saver_never_plans(store: RecallStore, tmp_path: Any, claims: list[str]) -> None:
+    """Only the same-database saver can carry an intent in its transaction."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langgraph_recall import RecallCheckpointer
+
+    saver = RecallCheckpointer(InMemorySaver(), store=store)
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(3))
+    config = {"configurable": {"thread_id": "t-other"}}
+    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+    assert len(claims) == 3
+    assert [a.status for a in store.actions("t-other")] == ["done"] * 3
+    saver.close()
+
+
+# --- a checkpoint and the intents it carries commit together or not at all -----------------------
+
+
+def _checkpoint() -> tuple[dict[str, Any], Any]:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    return {"configurable": {"thread_id": "t-atomic", "checkpoint_ns": ""}}, empty_checkpoint()
+
+
+def _rider(store: RecallStore) -> Any:
+    from langgraph_recall.checkpoint._plans import PlanRider
+    from langgraph_recall.store._actions import Intent, planned_insert
+
+    intent = Intent(
+        agent_id="t-atomic",
+        action_id="a" * 32,
+        tool="send",
+        klass="external",
+        args={"to": "u@example.com"},
+        args_digest="d" * 64,
+        idempotency_key="a" * 32,
+        thread_id="t-atomic",
+        epoch=None,
+    )
+    db: Any = store._db
+    return PlanRider([planned_insert(db.sql, db.dialect, intent)], db.dialect)
+
+
+def test_a_fenced_out_checkpoint_takes_its_intents_with_it(store: RecallStore, inner: Any) -> None:
+    from langgraph_recall.checkpoint._fence import is_fence_error
+    from langgraph_recall.checkpoint._same_db import put_with
+
+    saver = store.checkpointer()
+    epoch = saver._shared.keeper.acquire("t-atomic").epoch  # the lease row the fence compares
+    config, checkpoint = _checkpoint()
+    stale = {"recall_agent": "t-atomic", "recall_epoch": epoch - 1}
+    with pytest.raises(Exception) as refused:
+        put_with(inner, _rider(store), config, checkpoint, stale, {})
+    assert is_fence_error(refused.value)
+    assert store.actions("t-atomic") == []
+    assert inner.get_tuple(config) is None
+
+    put_with(inner, (ok := _rider(store)), config, checkpoint, {**stale, "recall_epoch": epoch}, {})
+    assert [c.action.action_id for c in ok.claims()] == ["a" * 32]
+    assert [a.status for a in store.actions("t-atomic")] == ["open"]
+    saver.close()
+
+
+def test_a_failed_intent_takes_its_checkpoint_with_it(store: RecallStore, inner: Any) -> None:
+    from langgraph_recall.checkpoint._same_db import put_with
+
+    class Broken:
+        def send(self, cur: Any) -> None:
+            cur.execute("INSERT INTO no_such_table VALUES (1)")
+
+    config, checkpoint = _checkpoint()
+    with pytest.raises(Exception, match="no_such_table"):
+        put_with(inner, Broken(), config, checkpoint, {}, {})
+    assert inner.get_tuple(config) is None
+    put_with(inner, _rider(store), config, checkpoint, {}, {})  # the saver still works
+    assert inner.get_tuple(config) is not None
