@@ -1,14 +1,18 @@
-"""A call's end with a disk flush of its own, or carried by the task's write: side by side.
+"""A call's end: a commit with its own disk flush, one the next write flushes, or none at all.
 
-Under ``durability="power"`` (and PostgreSQL's default, ``synchronous_commit=on``) a tool call's
-end commits without waiting for the disk when the graph's saver is ``store.checkpointer()``'s:
-the task's own write to the same database follows at once and its flush carries the end (see
-the README's "Durability"). This script measures what that saves, in one process, interleaved:
+With ``store.checkpointer()`` the end of a lone durable call commits inside the task's own
+write of its answer (the saver's ``put_writes``; ``store/_due.py``); any other end commits on
+its own, and under ``durability="power"`` (and PostgreSQL's default, ``synchronous_commit=on``)
+without waiting for the disk, because the task's write follows at once and its flush carries
+it (see the README's "Durability"). This script measures both steps, in one process,
+interleaved:
 
 - **plain**: LangGraph's ``ToolNode`` on the bare saver (the baseline);
 - **own flush**: ``store.checkpointer()`` + ``DurableToolNode`` (tool ``external``), the end
-  forced to wait for its own flush (as before the change; a benchmark-only patch);
-- **flushed by the task's write**: the same graph as shipped.
+  committed on its own and waiting for its own flush (a benchmark-only patch);
+- **flushed by the task's write**: the end committed on its own without waiting for the disk
+  (what a call among several gets; a benchmark-only patch for the lone call here);
+- **in the task's write**: the graph as shipped.
 
 The 20-call loop and its figures are ``bench_loop.py``'s: added ms per tool call against plain,
 per round, then the median and quartiles over the rounds.
@@ -56,24 +60,26 @@ from langgraph_recall.tools import _durable  # noqa: E402
 
 PLAIN = "ToolNode + bare saver"
 OWN = "langgraph-recall, end with its own flush"
-CARRIED = "langgraph-recall, end flushed by the task's write (as shipped)"
+CARRIED = "langgraph-recall, end flushed by the task's write"
+RIDES = "langgraph-recall, end in the task's write (as shipped)"
 
 
 @contextmanager
-def end_with_own_flush() -> Iterator[None]:
-    """While inside, every call's end waits for its own flush (the behaviour before)."""
-    shipped = _durable._finish
+def end_on_its_own(flush: bool) -> Iterator[None]:
+    """While inside, every call's end is a commit of its own, waiting for its own flush or
+    not (what a call among several gets)."""
+    shipped_finish, shipped_task = _durable._finish, _durable._task_id
 
-    def own_flush(
-        store: Any, agent_id: str, action: Any, out: Any, flush_later: bool = False
-    ) -> None:
-        shipped(store, agent_id, action, out, False)
+    def finish(store: Any, agent_id: str, action: Any, out: Any, flush_later: bool = False) -> None:
+        shipped_finish(store, agent_id, action, out, flush_later and not flush)
 
-    _durable._finish = own_flush  # type: ignore[assignment]
+    _durable._finish = finish  # type: ignore[assignment]
+    _durable._task_id = lambda config: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        _durable._finish = shipped  # type: ignore[assignment]
+        _durable._finish = shipped_finish  # type: ignore[assignment]
+        _durable._task_id = shipped_task  # type: ignore[assignment]
 
 
 def group(
@@ -88,7 +94,11 @@ def group(
     )
 
     def own() -> str:
-        with end_with_own_flush():
+        with end_on_its_own(flush=True):
+            return run_once(recall)
+
+    def carried() -> str:
+        with end_on_its_own(flush=False):
             return run_once(recall)
 
     def checked(fn: Callable[[], str]) -> Callable[[], str]:
@@ -104,18 +114,19 @@ def group(
     return [
         loop_case(PLAIN, setting, lambda: run_once(plain), per_round),
         loop_case(OWN, setting, checked(own), per_round),
-        loop_case(CARRIED, setting, checked(lambda: run_once(recall)), per_round),
+        loop_case(CARRIED, setting, checked(carried), per_round),
+        loop_case(RIDES, setting, checked(lambda: run_once(recall)), per_round),
     ]
 
 
 def section(cases: list[LoopCase], calls: int) -> str:
     plain = find(cases, LOOP, PLAIN)
-    own, carried = (find(cases, LOOP, subject) for subject in (OWN, CARRIED))
+    own, carried, rides = (find(cases, LOOP, subject) for subject in (OWN, CARRIED, RIDES))
     lines = [
         "| subject | added ms per tool call, wall [quartiles] | CPU [quartiles] |",
         "|---|---|---|",
     ]
-    for case in (own, carried):
+    for case in (own, carried, rides):
         a = added(case, plain, calls)
         lines.append(
             f"| {case.subject} | **{a.wall[0]:.3f}** [{a.wall[1]:.3f}, {a.wall[2]:.3f}] | "
@@ -123,14 +134,19 @@ def section(cases: list[LoopCase], calls: int) -> str:
         )
     # Paired round by round: both subjects ran in the same round, so a loaded moment of the
     # machine lands on both.
-    saved = added(own, carried, calls)
-    lines += [
-        "",
-        f"Saved per call (own flush - flushed by the task's write, per round): "
-        f"**{saved.wall[0]:.3f} ms** [{saved.wall[1]:.3f}, {saved.wall[2]:.3f}] wall, "
-        f"{saved.cpu[0]:.3f} ms CPU.",
-    ]
-    return "\n".join(lines)
+    lines.append("")
+    for label, more, less in (
+        ("own flush - flushed by the task's write", own, carried),
+        ("flushed by the task's write - in the task's write", carried, rides),
+    ):
+        saved = added(more, less, calls)
+        lines.append(
+            f"Saved per call ({label}, per round): "
+            f"**{saved.wall[0]:.3f} ms** [{saved.wall[1]:.3f}, {saved.wall[2]:.3f}] wall, "
+            f"{saved.cpu[0]:.3f} ms CPU."
+        )
+        lines.append("")
+    return "\n".join(lines).rstrip()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -167,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     write_report(
         args.out,
-        "A call's end: its own disk flush, or the task's write's",
+        "A call's end: its own disk flush, the next write's, or inside the task's write",
         command.strip(),
         sections,
         intro="\n\n".join(__doc__.split("\n\n")[1:4]),

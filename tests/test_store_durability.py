@@ -184,8 +184,9 @@ def test_flush_later_changes_nothing_where_commits_do_not_wait(tmp_path: Any) ->
 def test_a_tool_call_end_is_flushed_later_only_with_the_same_database_saver(
     tmp_path: Any,
 ) -> None:
-    """The end skips its flush only when the task's own write goes to the same database (the
-    saver of ``store.checkpointer()``); with any other saver it keeps its own flush."""
+    """An end committed on its own (here: two calls in one message, so neither rides the
+    task's write) skips its flush only when the task's own write goes to the same database
+    (the saver of ``store.checkpointer()``); with any other saver it keeps its own flush."""
     from fix_tools import build_graph, call, reply
     from langchain_core.messages import HumanMessage
     from langchain_core.tools import tool
@@ -219,7 +220,7 @@ def test_a_tool_call_end_is_flushed_later_only_with_the_same_database_saver(
             node = DurableToolNode([send], classes={"send": "external"})
             graph = build_graph(
                 node,
-                [reply("", call("send", to=label)), reply("done")],
+                [reply("", call("send", to=label), call("send", to="x")), reply("done")],
                 store=store,
                 checkpointer=saver,
             )
@@ -230,9 +231,9 @@ def test_a_tool_call_end_is_flushed_later_only_with_the_same_database_saver(
             )
             found[label] = list(seen)
         assert found == {
-            "same database": [True],
-            "another saver, wrapped": [False],
-            "another saver": [False],
+            "same database": [True, True],
+            "another saver, wrapped": [False, False],
+            "another saver": [False, False],
         }
     finally:
         for saver in savers.values():

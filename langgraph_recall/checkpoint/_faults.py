@@ -8,8 +8,8 @@ VM); on the fifth ``after_put`` it leaves with ``os._exit(99)`` (no cleanup, lik
 Actions: ``stop`` (SIGSTOP), ``kill`` (SIGKILL), ``exit`` (``os._exit(99)``).
 
 Points: ``before_put`` (lease checked, the checkpoint not yet written), ``after_put`` (the
-checkpoint written, its messages not yet recorded), ``before_release`` (run finished, lease
-still held).
+checkpoint written, its messages not yet recorded), ``after_writes`` (a task's writes saved,
+with the ends of the calls it finished), ``before_release`` (run finished, lease still held).
 """
 
 from __future__ import annotations

@@ -47,16 +47,30 @@ class _Riding(threading.local):
 _RIDING = _Riding()
 
 
+@contextmanager
+def _riding(rider: Rider) -> Iterator[None]:
+    _RIDING.rider = rider
+    try:
+        yield
+    finally:
+        _RIDING.rider = None
+
+
 def put_with(
     saver: Any, rider: Rider, config: Any, checkpoint: Any, metadata: Any, new_versions: Any
 ) -> Any:
     """``saver.put(...)`` (a saver built here) with ``rider``'s statements in its transaction:
     both commit, or neither does (a fenced-out checkpoint takes the rider's rows with it)."""
-    _RIDING.rider = rider
-    try:
+    with _riding(rider):
         return saver.put(config, checkpoint, metadata, new_versions)
-    finally:
-        _RIDING.rider = None
+
+
+def put_writes_with(
+    saver: Any, rider: Rider, config: Any, writes: Any, task_id: str, task_path: str
+) -> None:
+    """``saver.put_writes(...)`` with ``rider``'s statements in its transaction (as above)."""
+    with _riding(rider):
+        saver.put_writes(config, writes, task_id, task_path)
 
 
 def can_carry(saver: Any) -> bool:

@@ -37,6 +37,7 @@ from langgraph.checkpoint.base import (
 
 from .._context import CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
 from .._errors import LeaseHeld, RecallError
+from ..store._due import DueEnd, EndRider
 from ._capabilities import variant
 from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
@@ -45,7 +46,7 @@ from ._lease import LeaseKeeper, new_holder_id
 from ._plans import Planner, PlanRider, Plans, close_not_started, take
 from ._recording import Recorder, messages_in
 from ._runs import RunLifecycle, find_loop, run_key
-from ._same_db import can_carry, close_same_database_saver, is_fenced, put_with
+from ._same_db import can_carry, close_same_database_saver, is_fenced, put_with, put_writes_with
 from ._turns import TurnHelpers
 
 if TYPE_CHECKING:
@@ -129,8 +130,9 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             store=store, inner=inner, keeper=keeper, recorder=recorder, messages_key=messages_key
         )
         self._shared = _Shared(keeper, recorder, runs, Plans(store, messages_key))
-        # Intents can ride a checkpoint's transaction only where both share one database.
-        self._carries = self.fenced and can_carry(inner)
+        # Intents (and ends) can ride the saver's transactions only where both share one
+        # database (``_plans``, ``store._due``).
+        self.carries = self.fenced and can_carry(inner)
         tracked = getattr(store, "_checkpointers", None)
         if tracked is not None:
             tracked.add(self)  # store.close() closes this too
@@ -383,7 +385,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         own: bool,
     ) -> PlanRider | None:
         """The intents planned to commit with this checkpoint (see ``_plans``), if any."""
-        if not self._carries or agent_id is None or own:
+        if not self.carries or agent_id is None or own:
             return None
         conf = _conf(config)
         if conf.get("checkpoint_ns"):
@@ -495,7 +497,14 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     ) -> None:
         """The inner ``put_writes`` (``task_path`` passed on); refused once the lease is lost."""
         self._before_writes(config)
-        self.inner.put_writes(config, writes, task_id, task_path)
+        ends = self._ends_of(task_id)
+        if not ends:
+            self.inner.put_writes(config, writes, task_id, task_path)
+        else:
+            rider = EndRider(ends, self.store._db.sql)
+            put_writes_with(self.inner, rider, config, writes, task_id, task_path)
+            self.store._db.due.landed(ends)
+        fault_point("after_writes")
 
     async def aput_writes(
         self,
@@ -505,7 +514,23 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         task_path: str = "",
     ) -> None:
         self._before_writes(config)
-        await self._acall("put_writes", config, writes, task_id, task_path)
+        ends = self._ends_of(task_id)
+        if not ends:
+            await self._acall("put_writes", config, writes, task_id, task_path)
+        else:
+            rider = EndRider(ends, self.store._db.sql)
+            await asyncio.to_thread(
+                put_writes_with, self.inner, rider, config, writes, task_id, task_path
+            )
+            self.store._db.due.landed(ends)
+        fault_point("after_writes")
+
+    def _ends_of(self, task_id: str) -> Sequence[DueEnd] | None:
+        """The ends of calls this task finished, to commit with its write (``store._due``)."""
+        if not self.carries:
+            return None
+        due = self.store._db.due
+        return due.of_task(task_id) if due else None
 
     # --- plain delegation -------------------------------------------------------------------
 
@@ -561,7 +586,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         """Let ``planner`` (a durable tool node named ``node`` in the graph) write the intents
         of the calls it will run with the checkpoint that triggers it (see ``_plans``).
         Nothing happens unless this checkpointer is ``store.checkpointer()``'s."""
-        if self._carries:
+        if self.carries:
             self._shared.plans.register(node, planner)
 
     def take_planned(self, agent_id: str, action_id: str) -> Claim | None:

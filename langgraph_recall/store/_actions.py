@@ -299,6 +299,32 @@ END_OUTCOMES = ("done", "failed", "abandoned", "not_done")
 _RELAX_PG = " AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL"
 
 
+def end_statement(
+    dialect: str,
+    action_id: str,
+    attempt: int,
+    outcome: str,
+    result: Any = None,
+    error: str | None = None,
+    note: str | None = None,
+    resolved_by: str | None = None,
+) -> tuple[str, tuple[Any, ...]]:
+    """The one statement that records an attempt's end (``?`` and ``{now}`` placeholders).
+
+    It sets the end only while the attempt has none: of two enders, the second finds outcome
+    set and changes nothing; the table's trigger refuses any other change. The typed NULL keeps
+    PostgreSQL from reading a missing result as text.
+    """
+    rtype, rdata = (None, None) if outcome != "done" else dumps_typed(result)
+    blob = "BYTEA" if dialect == "postgres" else "BLOB"
+    return (
+        "UPDATE recall_actions SET outcome = ?, result_type = ?, "
+        f"result = CAST(? AS {blob}), error = ?, note = ?, resolved_by = ?, ended_at = {{now}} "
+        "WHERE action_id = ? AND attempt = ? AND outcome IS NULL",
+        (outcome, rtype, rdata, error, note, resolved_by, action_id, attempt),
+    )
+
+
 def end(
     tx: Tx,
     action_id: str,
@@ -315,22 +341,14 @@ def end(
         raise RecallError(
             f"outcome must be one of {END_OUTCOMES}, got {outcome!r}", code="invalid_value"
         )
-    rtype, rdata = (None, None) if outcome != "done" else dumps_typed(result)
-    # One statement on both engines (on PostgreSQL, autocommitted: one round trip). It sets the
-    # end only while the attempt has none: of two enders, the second finds outcome set and
-    # changes nothing; the table's trigger refuses any other change. The typed NULL keeps
-    # PostgreSQL from reading a missing result as text.
-    blob = "BYTEA" if tx.dialect == "postgres" else "BLOB"
+    sql, params = end_statement(
+        tx.dialect, action_id, attempt, outcome, result, error, note, resolved_by
+    )
     # A commit that need not wait for the disk (Database.tx's flush_later) on PostgreSQL: the
     # setting, local to this statement's transaction, is read by its COMMIT; the session's own
     # stays as it was for the next statement on this pooled connection (a claim must wait).
     relax = _RELAX_PG if tx.flush_later and tx.dialect == "postgres" else ""
-    changed = tx.run(
-        "UPDATE recall_actions SET outcome = ?, result_type = ?, "
-        f"result = CAST(? AS {blob}), error = ?, note = ?, resolved_by = ?, ended_at = {{now}} "
-        f"WHERE action_id = ? AND attempt = ? AND outcome IS NULL{relax}",
-        (outcome, rtype, rdata, error, note, resolved_by, action_id, attempt),
-    )
+    changed = tx.run(sql + relax, params)
     if changed:
         return True
     if (

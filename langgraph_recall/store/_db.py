@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
 
 from .._errors import RecallError
+from ._due import DueEnds
 from ._prefetch import Learned, Plans, Read
 from ._schema import MIGRATIONS, SCHEMA_VERSION, Dialect, render
 from ._wal import WalCheckpointer
@@ -112,6 +113,7 @@ class Database(ABC):
     target: str
 
     def __init__(self) -> None:
+        self.due = DueEnds()
         self._sql_cache: dict[str, str] = {}
         self._local = threading.local()
         self._closed = False
@@ -165,6 +167,10 @@ class Database(ABC):
             return _Joined(current)
         if self._closed:
             raise RecallError("this RecallStore is closed; open it again", code="closed")
+        if self.due and not self.due.landing():
+            # Finished calls whose end rides their task's write (``_due``): no transaction in
+            # this process may read them as open, so they are written before it starts.
+            self.due.land(self)
         return _Outermost(self, write, warm, flush_later and self.flushes_each_commit, learn)
 
     @abstractmethod

@@ -131,9 +131,10 @@ class RecallStore(BaseStore):
                 PostgreSQL: ``synchronous_commit=off`` on langgraph-recall's connections, the
                 last ~0.6 s of commits may be lost if the database server crashes.
                 ``"power"``: also power loss (SQLite synchronous=FULL; PostgreSQL
-                ``synchronous_commit=on``), at the cost of a disk flush per commit (but a
-                tool call's end under ``store.checkpointer()``, which the task's own write to
-                this database flushes right after it; see the README's "Durability").
+                ``synchronous_commit=on``), at the cost of a disk flush per commit. Under
+                ``store.checkpointer()`` a durable call's intent and (for a lone call) its end
+                commit inside the saver's own writes, and any other end relies on the task's
+                write that follows it for its flush: see the README's "Durability".
                 Default: ``"process"`` on SQLite (the file lives with the one machine whose
                 processes it guards); on PostgreSQL the server's own ``synchronous_commit``
                 (normally on), because a shared server is what several machines rely on.
@@ -209,6 +210,8 @@ class RecallStore(BaseStore):
                 checkpointer.close()
             except Exception as exc:  # keep closing: the connections must not leak
                 log.warning("closing a checkpointer of this store failed: %s", exc)
+        if self._db.due:  # ends of finished calls still riding (``_due``): written now
+            self._db.due.land(self._db)
         self._closed = True
         self.stop_ttl_sweeper()
         self._db.close()

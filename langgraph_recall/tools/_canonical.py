@@ -176,13 +176,25 @@ def ai_message_id(state: Any, tool_call_id: str, messages_key: str = "messages")
     message without an id (a ToolNode run outside a graph) is named by a hash of its tool
     calls, which is stable for the same message.
     """
+    return asking_id(asking_message(state, tool_call_id, messages_key))
+
+
+def asking_id(m: AIMessage | None) -> str:
+    """``ai_message_id`` of the message ``asking_message`` found."""
+    if m is None:
+        # No message in the state (a bare list of tool calls): the call id is all there is.
+        return "call-only"
+    if m.id:
+        return str(m.id)
+    calls = [[tc.get("id"), tc.get("name"), _tree(tc.get("args") or {})] for tc in m.tool_calls]
+    return "h-" + hashlib.sha256(_text(calls).encode()).hexdigest()[:24]
+
+
+def asking_message(
+    state: Any, tool_call_id: str, messages_key: str = "messages"
+) -> AIMessage | None:
+    """The AI message that asked for ``tool_call_id`` (newest first), if the state has it."""
     for m in reversed(messages_of(state, messages_key)):
         if isinstance(m, AIMessage) and any(tc.get("id") == tool_call_id for tc in m.tool_calls):
-            if m.id:
-                return str(m.id)
-            calls = [
-                [tc.get("id"), tc.get("name"), _tree(tc.get("args") or {})] for tc in m.tool_calls
-            ]
-            return "h-" + hashlib.sha256(_text(calls).encode()).hexdigest()[:24]
-    # No message in the state (a bare list of tool calls): the call id is all there is.
-    return "call-only"
+            return m
+    return None

@@ -29,15 +29,21 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
+try:  # pragma: no cover - location differs across langgraph versions
+    from langgraph._internal._constants import CONFIG_KEY_TASK_ID
+except ImportError:  # pragma: no cover
+    CONFIG_KEY_TASK_ID = "__pregel_task_id"
+
 from .._context import agent_id_of, checkpointer_of, store_of, thread_id_of
 from .._errors import ApprovalDenied, ApprovalMismatch, InDoubt, RecallError, UnclassifiedTool
 from ..checkpoint._faults import fault_point
 from ..checkpoint._plans import close_not_started
 from ..store import Action, Claim, RecallStore
-from ..store._actions import Intent
+from ..store._actions import Intent, end_statement
+from ..store._due import DueEnd
 from . import _barrier
 from ._approval import Verdict, approval_step
-from ._canonical import action_key, ai_message_id, args_digest, canonical_args
+from ._canonical import action_key, args_digest, asking_id, asking_message, canonical_args
 from ._classes import ToolClass, classify, declared_approval, declared_class
 from ._drive import Execute, Io, Logic, Resolve, WaitDurable, adrive, drive
 from ._keys import CONFIG_ACTION, CONFIG_KEY, KeyedTool, key_parameters
@@ -275,8 +281,8 @@ class DurableTools:
         runtime = request.runtime
         config = getattr(runtime, "config", None) or {}
         agent_id = agent_id_of(config)
-        ai_id = ai_message_id(request.state, call["id"], self.messages_key)
-        action_id = action_key(agent_id, ai_id, call["id"], name)
+        asking = asking_message(request.state, call["id"], self.messages_key)
+        action_id = action_key(agent_id, asking_id(asking), call["id"], name)
         if klass == "pure" and not gated:
             return (yield Execute(handler, self._keyed(request, action_id), action_id))
 
@@ -330,6 +336,18 @@ class DurableTools:
         flush_later = (
             getattr(saver, "fenced", False) is True and getattr(saver, "store", None) is store
         )
+        # Better still, the end may commit in the task's write itself (``store._due``), when
+        # that write follows the call at once: the call is its AI message's only one (with
+        # several, the node's write waits for the slowest; a crash meanwhile would lose the
+        # ends of the calls that had finished).
+        ride = (
+            _task_id(config)
+            if flush_later
+            and getattr(saver, "carries", False) is True
+            and asking is not None
+            and len(asking.tool_calls) == 1
+            else None
+        )
         planned = self._planned(saver, config, agent_id, action_id, name, tool, gated)
         if planned is not None and planned.action.args_digest != digest:
             # Written ahead for other arguments than the ones about to run (a tool object the
@@ -380,7 +398,15 @@ class DurableTools:
                 fault_point("tool_claimed")  # intent recorded, the tool not started
                 return (
                     yield from self._run(
-                        store, request, handler, claim.action, args, verdict, agent_id, flush_later
+                        store,
+                        request,
+                        handler,
+                        claim.action,
+                        args,
+                        verdict,
+                        agent_id,
+                        flush_later,
+                        ride,
                     )
                 )
             # In doubt: an earlier attempt started and never reported back.
@@ -389,7 +415,7 @@ class DurableTools:
                 # Safe to repeat: run it again, same attempt, same key.
                 return (
                     yield from self._run(
-                        store, request, handler, action, args, verdict, agent_id, flush_later
+                        store, request, handler, action, args, verdict, agent_id, flush_later, ride
                     )
                 )
             if klass != "external" or self.resolver is None:
@@ -435,6 +461,7 @@ class DurableTools:
         verdict: Verdict | None,
         agent_id: str,
         flush_later: bool = False,
+        ride: str | None = None,
     ) -> Logic[Output]:
         call = request.tool_call
         edited = verdict is not None and verdict.edited
@@ -466,6 +493,11 @@ class DurableTools:
         fault_point("tool_ran")  # the tool answered, its end not recorded
         if edited:
             out = with_edit_notice(out, call["name"], args)
+        if ride is not None and not is_error(out) and not needs_output(store, out):
+            # Due until the task's write carries it (or any transaction of this process, or
+            # the run's end, writes it first): no I/O here.
+            store._db.due.add(due_end(store, action, out, ride))
+            return out
         try:
             yield Io(_finish, (store, agent_id, action, out, flush_later))
         except Exception as exc:
@@ -568,6 +600,19 @@ def _finish(
     else:
         # The usual case: one statement on its own (on PostgreSQL one round trip, not three).
         store.end(action.action_id, action.attempt, "done", result=out, flush_later=flush_later)
+
+
+def due_end(store: RecallStore, action: Action, out: Output, task_id: str) -> DueEnd:
+    """The "done" end of ``action``, to commit with the write of task ``task_id``."""
+    sql, params = end_statement(
+        store._db.dialect, action.action_id, action.attempt, "done", result=out
+    )
+    return DueEnd(task_id, action.action_id, sql, params)
+
+
+def _task_id(config: Mapping[str, Any]) -> str | None:
+    task_id = (config.get("configurable") or {}).get(CONFIG_KEY_TASK_ID)
+    return task_id if isinstance(task_id, str) and task_id else None
 
 
 def _abandon(store: RecallStore, agent_id: str, action: Action, gated: bool) -> None:

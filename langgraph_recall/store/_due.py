@@ -1,0 +1,106 @@
+"""Ends that ride the task's own write: a finished call's end, committed with its ToolMessage.
+
+A lone durable call's end does not need a commit of its own when the graph's saver is
+``store.checkpointer()``'s: the task's write of that call's answer (the saver's
+``put_writes``) follows as soon as the node returns, to the same database, and carries the end
+in its transaction (``_same_db.put_with``). Until then the end is *due*: held here, in memory.
+
+Nothing may read the action as open meanwhile, in this process: every transaction the
+database opens first writes the ends still due (``Database.tx``), so a briefing, a claim, a
+listing or a person's ``resolve`` in this process never sees a finished call as in doubt. The
+end's statement changes nothing when the attempt has an end already, so an end written twice
+(by a reader and by the task's write, racing) is harmless. A run's end writes what is still
+due before its lease goes. A process killed before any of these loses the end: the call then
+reads as in doubt, exactly as after a kill between the tool's answer and its own commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._db import Database
+
+log = logging.getLogger("langgraph_recall")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DueEnd:
+    """One attempt's end: its statement (``?`` and ``{now}``, see ``Database.sql``)."""
+
+    task_id: str
+    action_id: str
+    sql: str
+    params: tuple[Any, ...]
+
+
+class DueEnds:
+    """The ends due in this process, by the task whose write carries them."""
+
+    __slots__ = ("_lock", "_by_task", "_local")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_task: dict[str, list[DueEnd]] = {}
+        self._local = threading.local()  # set while this thread writes them (no re-entry)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_task)
+
+    def add(self, end: DueEnd) -> None:
+        with self._lock:
+            self._by_task.setdefault(end.task_id, []).append(end)
+
+    def of_task(self, task_id: str) -> list[DueEnd]:
+        """The ends ``task_id``'s write should carry (kept here until ``landed``)."""
+        with self._lock:
+            return list(self._by_task.get(task_id, ()))
+
+    def landed(self, ends: Sequence[DueEnd]) -> None:
+        """``ends`` are committed: forget them."""
+        with self._lock:
+            for end in ends:
+                left = [e for e in self._by_task.get(end.task_id, ()) if e is not end]
+                if left:
+                    self._by_task[end.task_id] = left
+                else:
+                    self._by_task.pop(end.task_id, None)
+
+    def landing(self) -> bool:
+        return bool(getattr(self._local, "busy", False))
+
+    def land(self, db: Database) -> None:
+        """Write every end still due, in one transaction of their own."""
+        with self._lock:
+            ends = [e for task in self._by_task.values() for e in task]
+        if not ends:
+            return
+        self._local.busy = True
+        try:
+            with db.tx(write=True) as tx:
+                for end in ends:
+                    tx.run(end.sql, end.params)
+        except Exception as exc:  # kept: the next transaction, or the run's end, tries again
+            log.warning("could not record the end of %d finished call(s) yet: %s", len(ends), exc)
+            return
+        finally:
+            self._local.busy = False
+        self.landed(ends)
+
+
+class EndRider:
+    """Due ends sent in the task's own write (``_same_db.put_writes_with``)."""
+
+    __slots__ = ("ends", "_render")
+
+    def __init__(self, ends: Sequence[DueEnd], render: Any) -> None:
+        self.ends = ends
+        self._render = render  # Database.sql
+
+    def send(self, cur: Any) -> None:
+        for end in self.ends:
+            cur.execute(self._render(end.sql), end.params)
