@@ -565,6 +565,22 @@ MUTATIONS = [
         "",
         ("tests/test_tools_due_ends.py::-k::closing_the_store",),
     ),
+    Mutation(
+        "plan_root_only",
+        "only a root graph's durable node plans (a subgraph's does not answer for a root node)",
+        "langgraph_recall/tools/_durable.py",
+        '        if tool is not None and isinstance(node, str) and "|" not in ns:\n',
+        "        if tool is not None and isinstance(node, str):\n",
+        ("tests/test_tools_planned.py::-k::subgraphs_tool_node",),
+    ),
+    Mutation(
+        "ride_wait",
+        "a transaction waits for a task's write carrying ends instead of writing them again",
+        "langgraph_recall/store/_due.py",
+        "            self._cond.wait_for(lambda: self._riding == 0, timeout=wait)\n",
+        "            pass\n",
+        ("tests/test_tools_due_ends.py::-k::waits_for_the_write",),
+    ),
 ]
 
 

@@ -175,3 +175,36 @@ def test_an_end_no_task_write_carried_is_written_before_the_lease_goes(
     graph = _graph(store, saver, str(tmp_path / "effects"), _sends(2))
     graph.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-late"}})
     assert released == [["done", "done"]]
+
+
+def test_a_transaction_waits_for_the_write_carrying_an_end(store: RecallStore, inner: Any) -> None:
+    """A reader finding an end on its way in a task's write waits for that commit, instead of
+    reading the call as open or writing the end a second time."""
+    import threading
+    import time
+
+    from langgraph_recall.checkpoint._same_db import put_writes_with
+
+    action = _open_call(store, "t-wait")
+    due = store._db.due
+    due.add(due_end(store, action, "sent", "task-5"))
+    ends = due.take("task-5")  # the task's write has them now
+
+    def task_write() -> None:
+        time.sleep(0.3)
+        config = {
+            "configurable": {"thread_id": "t-wait", "checkpoint_ns": "", "checkpoint_id": "c"}
+        }
+        try:
+            put_writes_with(inner, EndRider(ends, store._db.sql), config, [("x", 1)], "task-5", "")
+        finally:
+            due.rode(ends, True)
+
+    writer = threading.Thread(target=task_write)
+    writer.start()
+    try:
+        found = store.action(action.action_id)
+    finally:
+        writer.join()
+    assert found.status == "done"
+    assert not due

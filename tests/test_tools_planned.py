@@ -312,3 +312,48 @@ def test_a_failed_intent_takes_its_checkpoint_with_it(store: RecallStore, inner:
     assert inner.get_tuple(config) is None
     put_with(inner, _rider(store), config, checkpoint, {}, {})  # the saver still works
     assert inner.get_tuple(config) is not None
+
+
+def test_a_subgraphs_tool_node_plans_nothing_for_a_root_node_of_its_name(
+    store: RecallStore, saver: Any, tmp_path: Any
+) -> None:
+    """Plans follow root checkpoints, whose triggers name root nodes: a durable node inside a
+    subgraph must not answer for the root's own node of the same name (a plain ToolNode
+    here), or each of the root's calls would leave a planned attempt behind."""
+    from fix_tools import State
+    from langgraph.graph import START, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from langgraph_recall.testing import ScriptedChatModel
+
+    effects = str(tmp_path / "effects")
+    inner = _graph(store, None, effects, _sends(1))  # agent -> tools (durable) -> agent
+    # The scripted model answers by the number of AI messages it is shown: the subgraph's two
+    # come first.
+    model = ScriptedChatModel(
+        [reply("-"), reply("-"), *_sends(2), reply("done")], name_prefix="root"
+    )
+
+    def agent(state: State) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    g = StateGraph(State)
+    g.add_node("sub", inner)
+    g.add_node("agent", agent)
+
+    @tool
+    def send(to: str) -> str:
+        """Send a message."""
+        record_effect(effects, what="send", to=to)
+        return f"sent to {to}"
+
+    g.add_node("tools", ToolNode([send]))
+    g.add_edge(START, "sub")
+    g.add_edge("sub", "agent")
+    g.add_conditional_edges("agent", tools_condition, ["tools", "__end__"])
+    g.add_edge("tools", "agent")
+    graph = g.compile(store=store, checkpointer=saver)
+    graph.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-sub"}})
+
+    assert len(_sent(effects)) == 3  # one by the subgraph's durable node, two by the root's
+    assert [a.status for a in store.actions("t-sub")] == ["done"]  # only the durable call

@@ -501,9 +501,13 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         if not ends:
             self.inner.put_writes(config, writes, task_id, task_path)
         else:
-            rider = EndRider(ends, self.store._db.sql)
-            put_writes_with(self.inner, rider, config, writes, task_id, task_path)
-            self.store._db.due.landed(ends)
+            committed = False
+            try:
+                rider = EndRider(ends, self.store._db.sql)
+                put_writes_with(self.inner, rider, config, writes, task_id, task_path)
+                committed = True
+            finally:
+                self.store._db.due.rode(ends, committed)
         fault_point("after_writes")
 
     async def aput_writes(
@@ -518,19 +522,24 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         if not ends:
             await self._acall("put_writes", config, writes, task_id, task_path)
         else:
-            rider = EndRider(ends, self.store._db.sql)
-            await asyncio.to_thread(
-                put_writes_with, self.inner, rider, config, writes, task_id, task_path
-            )
-            self.store._db.due.landed(ends)
+            committed = False
+            try:
+                rider = EndRider(ends, self.store._db.sql)
+                await asyncio.to_thread(
+                    put_writes_with, self.inner, rider, config, writes, task_id, task_path
+                )
+                committed = True
+            finally:
+                self.store._db.due.rode(ends, committed)
         fault_point("after_writes")
 
     def _ends_of(self, task_id: str) -> Sequence[DueEnd] | None:
-        """The ends of calls this task finished, to commit with its write (``store._due``)."""
+        """The ends of calls this task finished, to commit with its write (``store._due``);
+        the caller must report with ``due.rode``."""
         if not self.carries:
             return None
         due = self.store._db.due
-        return due.of_task(task_id) if due else None
+        return due.take(task_id) if due else None
 
     # --- plain delegation -------------------------------------------------------------------
 

@@ -39,57 +39,71 @@ class DueEnd:
 
 
 class DueEnds:
-    """The ends due in this process, by the task whose write carries them."""
+    """The ends due in this process, by the task whose write carries them.
 
-    __slots__ = ("_lock", "_by_task", "_local")
+    An end is *due* (held), then *riding* (a write carries it: the task's, or a reader's
+    ``land``), then gone once committed, or due again if that write failed. A transaction that
+    finds ends riding waits for that write instead of writing them a second time.
+    """
+
+    __slots__ = ("_cond", "_by_task", "_riding", "_local")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
         self._by_task: dict[str, list[DueEnd]] = {}
+        self._riding = 0
         self._local = threading.local()  # set while this thread writes them (no re-entry)
 
     def __bool__(self) -> bool:
-        return bool(self._by_task)
+        return bool(self._by_task) or self._riding > 0
 
     def add(self, end: DueEnd) -> None:
-        with self._lock:
+        with self._cond:
             self._by_task.setdefault(end.task_id, []).append(end)
 
-    def of_task(self, task_id: str) -> list[DueEnd]:
-        """The ends ``task_id``'s write should carry (kept here until ``landed``)."""
-        with self._lock:
-            return list(self._by_task.get(task_id, ()))
+    def take(self, task_id: str) -> list[DueEnd]:
+        """The ends ``task_id``'s write is to carry; call ``rode`` once it committed or failed."""
+        with self._cond:
+            ends = self._by_task.pop(task_id, [])
+            self._riding += len(ends)
+            return ends
 
-    def landed(self, ends: Sequence[DueEnd]) -> None:
-        """``ends`` are committed: forget them."""
-        with self._lock:
-            for end in ends:
-                left = [e for e in self._by_task.get(end.task_id, ()) if e is not end]
-                if left:
-                    self._by_task[end.task_id] = left
-                else:
-                    self._by_task.pop(end.task_id, None)
+    def rode(self, ends: Sequence[DueEnd], committed: bool) -> None:
+        """The write carrying ``ends`` is over: forget them, or hold them again if it failed."""
+        with self._cond:
+            self._riding -= len(ends)
+            if not committed:
+                for end in ends:
+                    self._by_task.setdefault(end.task_id, []).append(end)
+            self._cond.notify_all()
 
     def landing(self) -> bool:
         return bool(getattr(self._local, "busy", False))
 
-    def land(self, db: Database) -> None:
-        """Write every end still due, in one transaction of their own."""
-        with self._lock:
+    def land(self, db: Database, wait: float = 30.0) -> None:
+        """Make sure no end is due: wait for the writes carrying some, write the others in one
+        transaction of their own."""
+        with self._cond:
+            # A task's write in flight commits them soon; writing them too would only queue
+            # behind its row locks (PostgreSQL) or its write lock (SQLite).
+            self._cond.wait_for(lambda: self._riding == 0, timeout=wait)
             ends = [e for task in self._by_task.values() for e in task]
+            self._by_task.clear()
+            self._riding += len(ends)
         if not ends:
             return
+        committed = False
         self._local.busy = True
         try:
             with db.tx(write=True) as tx:
                 for end in ends:
                     tx.run(end.sql, end.params)
-        except Exception as exc:  # kept: the next transaction, or the run's end, tries again
+            committed = True
+        except Exception as exc:  # held again: the next transaction, or close(), tries again
             log.warning("could not record the end of %d finished call(s) yet: %s", len(ends), exc)
-            return
         finally:
             self._local.busy = False
-        self.landed(ends)
+            self.rode(ends, committed)
 
 
 class EndRider:

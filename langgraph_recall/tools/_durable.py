@@ -446,7 +446,10 @@ class DurableTools:
         if plan_ahead is None or gated:
             return None
         node = (config.get("metadata") or {}).get("langgraph_node")
-        if tool is not None and isinstance(node, str):
+        # Only a node of the root graph: the checkpointer plans with root checkpoints, whose
+        # triggers name root nodes (a subgraph's node of the same name is another node).
+        ns = (config.get("configurable") or {}).get("checkpoint_ns") or ""
+        if tool is not None and isinstance(node, str) and "|" not in ns:
             self._called[name] = tool
             plan_ahead(node, self)
         return saver.take_planned(agent_id, action_id)  # type: ignore[no-any-return]
