@@ -103,6 +103,14 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: o
 
 
 @pytest.fixture
+def saver(store: RecallStore) -> Iterator[Any]:
+    """``store.checkpointer()``, closed after the test."""
+    cp = store.checkpointer()
+    yield cp
+    cp.close()
+
+
+@pytest.fixture
 def inner(store: RecallStore) -> Iterator[Any]:
     """LangGraph's own saver on the store's database, to read the history runs wrote."""
     from langgraph_recall.checkpoint._same_db import close_same_database_saver, same_database_saver

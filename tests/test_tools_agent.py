@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,13 +32,6 @@ class _Durable(AgentMiddleware):  # type: ignore[type-arg]
 
     async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
         return await self.durable.awrap_tool_call(request, handler)
-
-
-@pytest.fixture
-def saver(store) -> Iterator[Any]:
-    cp = store.checkpointer()
-    yield cp
-    cp.close()
 
 
 def _tools(effects: str) -> list[Any]:

@@ -7,7 +7,6 @@ HumanInTheLoopMiddleware that executes; here it must not.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,13 +14,6 @@ from fix_tools import Zygote, pay_graph, read_effects, zygotes  # noqa: F401 (fi
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import ValidationError
-
-
-@pytest.fixture
-def saver(store) -> Iterator[Any]:
-    cp = store.checkpointer()
-    yield cp
-    cp.close()
 
 
 def _start(graph: Any, agent: str) -> tuple[dict[str, Any], Any]:

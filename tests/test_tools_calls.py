@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import pytest
@@ -26,13 +25,6 @@ from langgraph_recall.tools import (
     recall_class,
 )
 from langgraph_recall.tools._canonical import action_key, args_digest, canonical_args
-
-
-@pytest.fixture
-def saver(store) -> Iterator[Any]:
-    cp = store.checkpointer()
-    yield cp
-    cp.close()
 
 
 def _config(thread: str) -> dict[str, Any]:

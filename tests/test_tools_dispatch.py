@@ -8,7 +8,6 @@ import asyncio
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import pytest
@@ -24,13 +23,6 @@ from typing_extensions import TypedDict
 
 from langgraph_recall.tools import DurableToolNode
 from langgraph_recall.tools._node import LoneCallInline
-
-
-@pytest.fixture
-def saver(store) -> Iterator[Any]:
-    cp = store.checkpointer()
-    yield cp
-    cp.close()
 
 
 def _capturing(seen: dict[str, Any]) -> Any:

@@ -10,26 +10,18 @@ written by a task is written by the next transaction, or when the store closes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fix_tools import read_effects, spawn
+from fix_tools import read_effects
 from langchain_core.messages import HumanMessage
-from test_tools_planned import _graph, _sends, _sent
+from test_tools_planned import _graph, _sends, _sent, run_worker
 
 from langgraph_recall import RecallStore
 from langgraph_recall.store._due import EndRider
 from langgraph_recall.testing import call, reply
 from langgraph_recall.tools import _durable
 from langgraph_recall.tools._durable import due_end
-
-
-@pytest.fixture
-def saver(store: RecallStore) -> Iterator[Any]:
-    cp = store.checkpointer()
-    yield cp
-    cp.close()
 
 
 @pytest.fixture
@@ -125,28 +117,12 @@ def test_killed_right_after_the_tasks_write_the_call_reads_done(
     effects = str(tmp_path / "effects")
     # put_writes: the input, the first AI message, then the first tool's answer (3rd), which
     # carries that call's end. Exit right after it commits, before anything else is written.
-    monkeypatch.setenv("LANGGRAPH_RECALL_FAULTS", "after_writes=3:exit")
-    first = spawn(
-        "test_tools_planned:planned_worker",
-        target=store_target,
-        agent_id="w",
-        effects=effects,
-        klass="external",
-    )
-    assert first.wait(120) == 99
+    assert run_worker(monkeypatch, store_target, "w", effects, faults="after_writes=3:exit") == 99
     with RecallStore.open(store_target) as store:
         (ended,) = store.actions("w")
         assert (ended.status, ended.result.content) == ("done", "sent to u0@example.com")
 
-    monkeypatch.delenv("LANGGRAPH_RECALL_FAULTS")
-    second = spawn(
-        "test_tools_planned:planned_worker",
-        target=store_target,
-        agent_id="w",
-        effects=effects,
-        klass="external",
-    )
-    assert second.wait(120) == 0
+    assert run_worker(monkeypatch, store_target, "w", effects) == 0
     assert [e["to"] for e in read_effects(effects, "send")] == [
         f"u{i}@example.com" for i in range(3)
     ]

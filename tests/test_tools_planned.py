@@ -12,7 +12,6 @@ On SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -60,13 +59,6 @@ def _sent(effects: str) -> list[str]:
 
 
 @pytest.fixture
-def saver(store: RecallStore) -> Iterator[Any]:
-    cp = store.checkpointer()
-    yield cp
-    cp.close()
-
-
-@pytest.fixture
 def claims(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every action id the tool node claimed through the store itself."""
     seen: list[str] = []
@@ -97,14 +89,23 @@ def test_calls_after_the_first_are_claimed_with_their_checkpoint(
     assert len(claims) == 1
 
 
+def _paused_before_a_planned_call(
+    store: RecallStore, saver: Any, effects: str, thread: str
+) -> tuple[Any, dict[str, Any]]:
+    """A graph paused before its tool node, whose second call was planned (the first one
+    taught the checkpointer the node); and its config."""
+    graph = _graph(store, saver, effects, _sends(2), interrupt_before=["tools"])
+    config = {"configurable": {"thread_id": thread}}
+    graph.invoke({"messages": [HumanMessage("go")]}, config)  # paused before the first call
+    graph.invoke(None, config)  # first call runs; paused before the second (planned)
+    return graph, config
+
+
 def test_a_run_paused_before_the_tools_closes_its_planned_call_as_never_started(
     store: RecallStore, saver: Any, tmp_path: Any
 ) -> None:
     effects = str(tmp_path / "effects")
-    graph = _graph(store, saver, effects, _sends(2), interrupt_before=["tools"])
-    config = {"configurable": {"thread_id": "t-pause"}}
-    graph.invoke({"messages": [HumanMessage("go")]}, config)  # paused before the first call
-    graph.invoke(None, config)  # first call runs; paused before the second (planned)
+    graph, config = _paused_before_a_planned_call(store, saver, effects, "t-pause")
 
     assert store.actions("t-pause", open_only=True) == []  # nothing left in doubt
     second = store.actions("t-pause")[-1]
@@ -122,10 +123,7 @@ def test_a_call_edited_while_paused_runs_with_its_new_arguments(
     store: RecallStore, saver: Any, tmp_path: Any
 ) -> None:
     effects = str(tmp_path / "effects")
-    graph = _graph(store, saver, effects, _sends(2), interrupt_before=["tools"])
-    config = {"configurable": {"thread_id": "t-edit"}}
-    graph.invoke({"messages": [HumanMessage("go")]}, config)
-    graph.invoke(None, config)  # paused before the second call, which was planned
+    graph, config = _paused_before_a_planned_call(store, saver, effects, "t-edit")
 
     last = graph.get_state(config).values["messages"][-1]
     assert isinstance(last, AIMessage)
@@ -190,6 +188,26 @@ def planned_worker(target: str, agent_id: str, effects: str, klass: str) -> int:
         store.close()
 
 
+def run_worker(
+    monkeypatch: pytest.MonkeyPatch,
+    target: str,
+    agent_id: str,
+    effects: str,
+    klass: str = "external",
+    faults: str = "",
+) -> int | None:
+    """``planned_worker`` in a fresh interpreter, with ``faults`` armed there; its exit code."""
+    monkeypatch.setenv("LANGGRAPH_RECALL_FAULTS", faults)
+    worker = spawn(
+        "test_tools_planned:planned_worker",
+        target=target,
+        agent_id=agent_id,
+        effects=effects,
+        klass=klass,
+    )
+    return worker.wait(120)
+
+
 @pytest.mark.parametrize("klass", ["external", "idempotent"])
 def test_killed_after_the_checkpoint_that_holds_the_intent(
     store_target: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, klass: str
@@ -197,29 +215,13 @@ def test_killed_after_the_checkpoint_that_holds_the_intent(
     effects = str(tmp_path / "effects")
     # Checkpoints: the input, the human message, the first AI message, its tool's answer, the
     # second AI message (5th): its call is planned there. Exit right after that commit.
-    monkeypatch.setenv("LANGGRAPH_RECALL_FAULTS", "after_put=5:exit")
-    first = spawn(
-        "test_tools_planned:planned_worker",
-        target=store_target,
-        agent_id="k",
-        effects=effects,
-        klass=klass,
-    )
-    assert first.wait(120) == 99
+    assert run_worker(monkeypatch, store_target, "k", effects, klass, "after_put=5:exit") == 99
     assert _sent(effects) == ["u0@example.com"]
     with RecallStore.open(store_target) as store:
         (open_call,) = store.actions("k", open_only=True)  # the intent is there, not run
         assert open_call.args == {"to": "u1@example.com"}
 
-    monkeypatch.delenv("LANGGRAPH_RECALL_FAULTS")
-    second = spawn(
-        "test_tools_planned:planned_worker",
-        target=store_target,
-        agent_id="k",
-        effects=effects,
-        klass=klass,
-    )
-    assert second.wait(120) == 0
+    assert run_worker(monkeypatch, store_target, "k", effects, klass) == 0
     sent = [e for e in read_effects(effects, "send")]
     with RecallStore.open(store_target) as store:
         if klass == "external":
