@@ -544,7 +544,7 @@ MUTATIONS = [
         "ride_hook",
         "no transaction of the process reads a finished call whose end is due as open",
         "langgraph_recall/store/_db.py",
-        "        if self.due and not self.due.landing():\n",
+        "        if self.due.pending and not self.due.landing():\n",
         "        if False:\n",
         ("tests/test_tools_due_ends.py::-k::reads_a_due_end or lease_goes",),
     ),

@@ -123,13 +123,15 @@ def _store_sqlite_saver() -> type[Any]:
 
         db: Any  # the store's SqliteDatabase
 
+        def cursor(self, transaction: bool = True) -> Any:
+            # Called for every read and write the saver makes: without a rider, SqliteSaver's
+            # own context manager as it is (no second layer of generator around it).
+            if _RIDING.rider is None or not transaction:
+                return SqliteSaver.cursor(self, transaction)
+            return self._carrying(_take_rider())
+
         @contextmanager
-        def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
-            rider = _take_rider() if transaction else None
-            if rider is None:
-                with SqliteSaver.cursor(self, transaction) as cur:
-                    yield cur
-                return
+        def _carrying(self, rider: Any) -> Iterator[sqlite3.Cursor]:
             # SqliteSaver's own cursor commits in its ``finally``, even when the statement
             # failed (a fence trigger's abort ends the statement, not the transaction): the
             # rider's rows would land without their checkpoint. Here a failure rolls back both.
@@ -244,16 +246,19 @@ def _store_postgres_saver() -> type[Any]:
         return type("NoPostgresSaver", (), {})
 
     class StorePostgresSaver(PostgresSaver):
+        def _cursor(self, *, pipeline: bool = False) -> Any:
+            if _RIDING.rider is None or not pipeline:
+                return PostgresSaver._cursor(self, pipeline=pipeline)
+            return self._carrying(_take_rider())
+
         @contextmanager
-        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
-            rider = _take_rider() if pipeline else None
-            with PostgresSaver._cursor(self, pipeline=pipeline) as cur:
+        def _carrying(self, rider: Any) -> Iterator[Any]:
+            with PostgresSaver._cursor(self, pipeline=True) as cur:
                 yield cur
-                if rider is not None:
-                    # Queued in the same pipeline, before its one Sync: PostgreSQL runs every
-                    # statement up to a Sync as one implicit transaction, so the rider commits
-                    # with the checkpoint, and an error in either skips the rest.
-                    rider.send(cur)
+                # Queued in the same pipeline, before its one Sync: PostgreSQL runs every
+                # statement up to a Sync as one implicit transaction, so the rider commits with
+                # the checkpoint, and an error in either skips the rest.
+                rider.send(cur)
 
     return StorePostgresSaver
 

@@ -539,7 +539,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         if not self.carries:
             return None
         due = self.store._db.due
-        return due.take(task_id) if due else None
+        return due.take(task_id) if due.pending else None
 
     # --- plain delegation -------------------------------------------------------------------
 

@@ -167,7 +167,7 @@ class Database(ABC):
             return _Joined(current)
         if self._closed:
             raise RecallError("this RecallStore is closed; open it again", code="closed")
-        if self.due and not self.due.landing():
+        if self.due.pending and not self.due.landing():
             # Finished calls whose end rides their task's write (``_due``): no transaction in
             # this process may read them as open, so they are written before it starts.
             self.due.land(self)

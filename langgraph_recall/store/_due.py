@@ -46,20 +46,25 @@ class DueEnds:
     finds ends riding waits for that write instead of writing them a second time.
     """
 
-    __slots__ = ("_cond", "_by_task", "_riding", "_local")
+    __slots__ = ("_cond", "_by_task", "_riding", "_local", "pending")
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._by_task: dict[str, list[DueEnd]] = {}
         self._riding = 0
         self._local = threading.local()  # set while this thread writes them (no re-entry)
+        # Ends due or riding. Read without the lock on every transaction's start (one
+        # attribute, no call): an end added by another thread a moment ago may be missed,
+        # which no order between threads could promise anyway.
+        self.pending = 0
 
     def __bool__(self) -> bool:
-        return bool(self._by_task) or self._riding > 0
+        return self.pending > 0
 
     def add(self, end: DueEnd) -> None:
         with self._cond:
             self._by_task.setdefault(end.task_id, []).append(end)
+            self.pending += 1
 
     def take(self, task_id: str) -> list[DueEnd]:
         """The ends ``task_id``'s write is to carry; call ``rode`` once it committed or failed."""
@@ -72,7 +77,9 @@ class DueEnds:
         """The write carrying ``ends`` is over: forget them, or hold them again if it failed."""
         with self._cond:
             self._riding -= len(ends)
-            if not committed:
+            if committed:
+                self.pending -= len(ends)
+            else:
                 for end in ends:
                     self._by_task.setdefault(end.task_id, []).append(end)
             self._cond.notify_all()
