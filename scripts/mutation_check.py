@@ -581,6 +581,14 @@ MUTATIONS = [
         "            pass\n",
         ("tests/test_tools_due_ends.py::-k::waits_for_the_write",),
     ),
+    Mutation(
+        "plan_never_fails_a_put",
+        "planning ahead that raises costs no checkpoint: the node claims instead",
+        "langgraph_recall/checkpoint/_saver.py",
+        "        except Exception as exc:  # planning ahead must never cost a checkpoint: claim instead\n",
+        "        except ZeroDivisionError as exc:\n",
+        ("tests/test_tools_planned.py::-k::plan_that_fails",),
+    ),
 ]
 
 

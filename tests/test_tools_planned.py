@@ -359,3 +359,25 @@ def test_a_subgraphs_tool_node_plans_nothing_for_a_root_node_of_its_name(
 
     assert len(_sent(effects)) == 3  # one by the subgraph's durable node, two by the root's
     assert [a.status for a in store.actions("t-sub")] == ["done"]  # only the durable call
+
+
+def test_a_plan_that_fails_costs_no_checkpoint(
+    store: RecallStore,
+    saver: Any,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    claims: list[str],
+) -> None:
+    """Planning is an optimisation: if it raises, the checkpoint is written without it and
+    the node claims its calls itself."""
+
+    def broken(self: DurableTools, *args: Any) -> Any:
+        raise ValueError("cannot plan this")
+
+    monkeypatch.setattr(DurableTools, "plan", broken)
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(3))
+    config = {"configurable": {"thread_id": "t-noplan"}}
+    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+    assert [a.status for a in store.actions("t-noplan")] == ["done"] * 3
+    assert len(claims) == 3

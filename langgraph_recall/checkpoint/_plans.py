@@ -130,21 +130,25 @@ def take(run: Run | None, action_id: str) -> Claim | None:
     return run.planned.pop(action_id, None)
 
 
-def close_not_started(store: RecallStore, claims: list[Claim]) -> None:
-    """End planned attempts that never started (``not_done``, by ``NOT_STARTED``), at once."""
-    if not claims:
+def close_not_started(store: RecallStore, attempts: list[tuple[str, int]]) -> None:
+    """End planned attempts (action id, attempt) that never started: ``not_done`` by
+    ``NOT_STARTED``, in one transaction. An attempt that has an end already keeps it."""
+    if not attempts:
         return
     try:
         with store._db.tx(write=True) as tx:
-            for claim in claims:
-                a = claim.action
+            for action_id, attempt in attempts:
                 end(
                     tx,
-                    a.action_id,
-                    a.attempt,
+                    action_id,
+                    attempt,
                     "not_done",
                     note=NOT_STARTED_NOTE,
                     resolved_by=NOT_STARTED,
                 )
     except Exception as exc:  # they stay open: in doubt, the safe side
-        log.warning("could not close %d planned call(s) that never started: %s", len(claims), exc)
+        log.warning("could not close %d planned call(s) that never started: %s", len(attempts), exc)
+
+
+def attempts_of(claims: list[Claim]) -> list[tuple[str, int]]:
+    return [(c.action.action_id, c.action.attempt) for c in claims]

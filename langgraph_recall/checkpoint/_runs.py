@@ -34,7 +34,7 @@ from .._context import CONFIG_KEY_RUNTIME, agent_id_of, configurable, thread_id_
 from .._errors import LeaseLost
 from ._faults import fault_point
 from ._lease import HeldLease, LeaseKeeper
-from ._plans import close_not_started
+from ._plans import attempts_of, close_not_started
 from ._recording import Recorder, TurnBuffer, messages_in, switch_thread
 from ._turns import claim_turn, is_new_input, turn_id_of
 
@@ -227,7 +227,7 @@ class RunLifecycle:
                 # here or in another process, takes them for calls in doubt. A run that lost
                 # its lease leaves them open: the new holder sees them in doubt, the safe side.
                 leftover, run.planned = list(run.planned.values()), {}
-                close_not_started(self.store, leftover)
+                close_not_started(self.store, attempts_of(leftover))
         finally:
             lost = self.keeper.release(run.agent_id)
         if lost is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,7 @@ from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
 from ._fence import is_fence_error
 from ._lease import LeaseKeeper, new_holder_id
-from ._plans import Planner, PlanRider, Plans, close_not_started, take
+from ._plans import Planner, PlanRider, Plans, attempts_of, close_not_started, take
 from ._recording import Recorder, messages_in
 from ._runs import RunLifecycle, find_loop, run_key
 from ._same_db import can_carry, close_same_database_saver, is_fenced, put_with, put_writes_with
@@ -51,6 +52,8 @@ from ._turns import TurnHelpers
 
 if TYPE_CHECKING:
     from ..store import Claim, RecallStore
+
+log = logging.getLogger("langgraph_recall")
 
 
 class _Shared:
@@ -391,18 +394,29 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         if conf.get("checkpoint_ns"):
             return None
         epoch = md.get("recall_epoch")  # type: ignore[attr-defined]
-        return self._shared.plans.rider(
-            checkpoint, new_versions, agent_id, str(conf.get("thread_id")), epoch
-        )
+        try:
+            return self._shared.plans.rider(
+                checkpoint, new_versions, agent_id, str(conf.get("thread_id")), epoch
+            )
+        except Exception as exc:  # planning ahead must never cost a checkpoint: claim instead
+            log.warning("could not plan the intents of a checkpoint's calls (%s)", exc)
+            return None
 
     def _landed(self, agent_id: str | None, rider: PlanRider | None) -> None:
         """Hand the planned claims to the run (before ``_after_put`` wakes the tool node)."""
         if rider is None or agent_id is None:
             return
-        claims = rider.claims()
         run = self._shared.runs.run_of(agent_id)
+        try:
+            claims = rider.claims()
+        except Exception as exc:
+            # Committed, but which rows are ours is unknown: leave them. The node's own claim
+            # then finds them open and reports them in doubt: the safe side. Closing them could
+            # close a row this checkpoint did not insert, a call that may have run.
+            log.warning("planned intents committed but not readable back (%s)", exc)
+            return
         if run is None:  # cannot happen while the run holds the lease; close them anyway
-            close_not_started(self.store, claims)
+            close_not_started(self.store, attempts_of(claims))
             return
         for claim in claims:
             run.planned[claim.action.action_id] = claim

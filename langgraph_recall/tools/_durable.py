@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover
 from .._context import agent_id_of, checkpointer_of, store_of, thread_id_of
 from .._errors import ApprovalDenied, ApprovalMismatch, InDoubt, RecallError, UnclassifiedTool
 from ..checkpoint._faults import fault_point
-from ..checkpoint._plans import close_not_started
+from ..checkpoint._plans import attempts_of, close_not_started
 from ..store import Action, Claim, RecallStore
 from ..store._actions import Intent, end_statement
 from ..store._due import DueEnd
@@ -352,7 +352,7 @@ class DurableTools:
         if planned is not None and planned.action.args_digest != digest:
             # Written ahead for other arguments than the ones about to run (a tool object the
             # plan did not know): that attempt never started; close it, then claim as usual.
-            yield Io(close_not_started, (store, [planned]))
+            yield Io(close_not_started, (store, attempts_of([planned])))
             planned = None
         for _ in range(2):  # a second round only after a resolver said "not done"
             if planned is not None:
