@@ -134,9 +134,9 @@ def test_killed_right_after_the_tasks_write_the_call_reads_done(
 def test_an_end_no_task_write_carried_is_written_before_the_lease_goes(
     store: RecallStore, saver: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from langgraph_recall.checkpoint._saver import RecallCheckpointer
+    from langgraph_recall.store._due import DueEnds
 
-    monkeypatch.setattr(RecallCheckpointer, "_ends_of", lambda self, task_id: None)
+    monkeypatch.setattr(DueEnds, "take", lambda self, task_id: [])  # no task write carries
     released: list[list[str]] = []
     real = RecallStore.release_lease
 
@@ -184,3 +184,15 @@ def test_a_transaction_waits_for_the_write_carrying_an_end(store: RecallStore, i
         writer.join()
     assert found.status == "done"
     assert not due
+
+
+async def test_ainvoke_carries_lone_ends_too(
+    store: RecallStore, saver: Any, tmp_path: Any, counted: dict[str, int]
+) -> None:
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(3))
+    config = {"configurable": {"thread_id": "t-aride"}}
+    await graph.ainvoke({"messages": [HumanMessage("go")]}, config, durability="sync")
+    assert [a.status for a in await store.aactions("t-aride")] == ["done"] * 3
+    assert counted == {"own": 0, "rode": 3}  # aput_writes carried each one
+    assert not store._db.due

@@ -38,7 +38,7 @@ from langgraph.checkpoint.base import (
 
 from .._context import CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
 from .._errors import LeaseHeld, RecallError
-from ..store._due import DueEnd, EndRider
+from ..store._due import EndRider
 from ._capabilities import variant
 from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
@@ -511,17 +511,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     ) -> None:
         """The inner ``put_writes`` (``task_path`` passed on); refused once the lease is lost."""
         self._before_writes(config)
-        ends = self._ends_of(task_id)
-        if not ends:
-            self.inner.put_writes(config, writes, task_id, task_path)
-        else:
-            committed = False
-            try:
-                rider = EndRider(ends, self.store._db.sql)
-                put_writes_with(self.inner, rider, config, writes, task_id, task_path)
-                committed = True
-            finally:
-                self.store._db.due.rode(ends, committed)
+        self._write_carrying(config, writes, task_id, task_path)
         fault_point("after_writes")
 
     async def aput_writes(
@@ -532,28 +522,36 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         task_path: str = "",
     ) -> None:
         self._before_writes(config)
-        ends = self._ends_of(task_id)
-        if not ends:
-            await self._acall("put_writes", config, writes, task_id, task_path)
+        if self.carries and self.store._db.due.pending:
+            # All of it on the worker thread, the taking of the ends included: a cancelled
+            # call that never started leaves them due (the next transaction writes them),
+            # never taken by a write that will not report back.
+            await asyncio.to_thread(self._write_carrying, config, writes, task_id, task_path)
         else:
-            committed = False
-            try:
-                rider = EndRider(ends, self.store._db.sql)
-                await asyncio.to_thread(
-                    put_writes_with, self.inner, rider, config, writes, task_id, task_path
-                )
-                committed = True
-            finally:
-                self.store._db.due.rode(ends, committed)
+            await self._acall("put_writes", config, writes, task_id, task_path)
         fault_point("after_writes")
 
-    def _ends_of(self, task_id: str) -> Sequence[DueEnd] | None:
-        """The ends of calls this task finished, to commit with its write (``store._due``);
-        the caller must report with ``due.rode``."""
-        if not self.carries:
-            return None
+    def _write_carrying(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        """The inner ``put_writes``, carrying the ends of the calls this task finished
+        (``store._due``) in its transaction when there are any."""
         due = self.store._db.due
-        return due.take(task_id) if due.pending else None
+        ends = due.take(task_id) if self.carries and due.pending else None
+        if not ends:
+            self.inner.put_writes(config, writes, task_id, task_path)
+            return
+        committed = False
+        try:
+            rider = EndRider(ends, self.store._db.sql)
+            put_writes_with(self.inner, rider, config, writes, task_id, task_path)
+            committed = True
+        finally:
+            due.rode(ends, committed)
 
     # --- plain delegation -------------------------------------------------------------------
 
