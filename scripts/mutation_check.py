@@ -504,7 +504,7 @@ MUTATIONS = [
         "plan_close_at_end",
         "a planned call the run never started is closed at the run's end, not left in doubt",
         "langgraph_recall/checkpoint/_runs.py",
-        "                close_not_started(self.store, leftover)\n",
+        "                close_not_started(self.store, attempts_of(leftover))\n",
         "                pass  # planned calls left open\n",
         ("tests/test_tools_planned.py::-k::paused_before_the_tools",),
     ),
