@@ -109,7 +109,8 @@ class Plans:
             return None
         values = checkpoint["channel_values"]
         intents: list[Intent] = []
-        for node, planner in self.planners.items():
+        # A copy: a node may register from a tool's thread while a put plans on another.
+        for node, planner in list(self.planners.items()):
             if _TRIGGER + node not in values:
                 continue
             messages = values.get(self.messages_key)
