@@ -3,15 +3,18 @@
 A lone durable call's end does not need a commit of its own when the graph's saver is
 ``store.checkpointer()``'s: the task's write of that call's answer (the saver's
 ``put_writes``) follows as soon as the node returns, to the same database, and carries the end
-in its transaction (``_same_db.put_with``). Until then the end is *due*: held here, in memory.
+in its transaction (``_same_db.put_writes_with``). Until then the end is *due*: held here, in
+memory.
 
 Nothing may read the action as open meanwhile, in this process: every transaction the
-database opens first writes the ends still due (``Database.tx``), so a briefing, a claim, a
-listing or a person's ``resolve`` in this process never sees a finished call as in doubt. The
-end's statement changes nothing when the attempt has an end already, so an end written twice
-(by a reader and by the task's write, racing) is harmless. A run's end writes what is still
-due before its lease goes. A process killed before any of these loses the end: the call then
-reads as in doubt, exactly as after a kill between the tool's answer and its own commit.
+database opens first makes sure no end is due (``Database.tx``): it waits for a write already
+carrying some, and writes the others itself. So a briefing, a claim, a listing or a person's
+``resolve`` in this process never sees a finished call as in doubt. The end's statement changes
+nothing when the attempt has an end already (one a person or a resolver recorded first stays).
+The lease's release is such a transaction, so a run's ends are written before its lease goes;
+``RecallStore.close()`` writes what is left. A process killed before any of these loses the
+end: the call then reads as in doubt, exactly as after a kill between the tool's answer and
+its own commit.
 """
 
 from __future__ import annotations
