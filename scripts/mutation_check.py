@@ -589,6 +589,23 @@ MUTATIONS = [
         "        except ZeroDivisionError as exc:\n",
         ("tests/test_tools_planned.py::-k::plan_that_fails",),
     ),
+    Mutation(
+        "plan_atomic_pg",
+        "PostgreSQL: a checkpoint and what rides it commit together or not at all",
+        "langgraph_recall/checkpoint/_same_db.py",
+        "            with PostgresSaver._cursor(self, pipeline=True) as cur:\n                yield cur\n",
+        "            with PostgresSaver._cursor(self, pipeline=True) as cur:\n                yield cur\n"
+        "            with PostgresSaver._cursor(self, pipeline=True) as cur:  # a second transaction\n",
+        ("tests/test_tools_planned.py::-k::failed_intent and postgres",),
+    ),
+    Mutation(
+        "plan_take_once",
+        "a planned claim is handed over once (a retried node does not run a failed call again)",
+        "langgraph_recall/checkpoint/_plans.py",
+        "    return run.planned.pop(action_id, None)\n",
+        "    return run.planned.get(action_id)\n",
+        ("tests/test_tools_planned.py::-k::handed_over_once",),
+    ),
 ]
 
 

@@ -381,3 +381,56 @@ def test_a_plan_that_fails_costs_no_checkpoint(
     assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
     assert [a.status for a in store.actions("t-noplan")] == ["done"] * 3
     assert len(claims) == 3
+
+
+def test_a_planned_claim_is_handed_over_once(store: RecallStore, saver: Any, tmp_path: Any) -> None:
+    """A node retried in the same run (LangGraph's RetryPolicy) must not find the planned
+    claim again: its call raised, was recorded failed, and is not run a second time."""
+    from fix_tools import State
+    from langgraph.graph import START, StateGraph
+    from langgraph.prebuilt import tools_condition
+    from langgraph.types import RetryPolicy
+
+    from langgraph_recall.testing import ScriptedChatModel
+
+    effects = str(tmp_path / "effects")
+
+    @tool
+    def send(to: str, key: IdempotencyKey) -> str:
+        """Send a message."""
+        record_effect(effects, what="send", to=to, key=key)
+        if to == "boom@example.com":
+            raise RuntimeError("the mail server hung up")
+        return f"sent to {to}"
+
+    model = ScriptedChatModel(
+        [
+            reply("", call("send", to="u0@example.com")),
+            reply("", call("send", to="boom@example.com")),
+            reply("done"),
+        ]
+    )
+
+    def agent(state: State) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    g = StateGraph(State)
+    g.add_node("agent", agent)
+    node = DurableToolNode([send], classes={"send": "external"}, handle_tool_errors=False)
+    g.add_node(
+        "tools",
+        node,
+        retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.01, retry_on=RuntimeError),
+    )
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition, ["tools", "__end__"])
+    g.add_edge("tools", "agent")
+    graph = g.compile(store=store, checkpointer=saver)
+    # The retry finds the call recorded failed and answers with that, without running it.
+    out = graph.invoke(
+        {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-retry"}}
+    )
+    assert "hung up" in str(out["messages"][-2].content)
+
+    assert _sent(effects) == ["u0@example.com", "boom@example.com"]  # not run again
+    assert [a.status for a in store.actions("t-retry")] == ["done", "failed"]

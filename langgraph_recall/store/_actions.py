@@ -224,6 +224,21 @@ class Planned:
         return self.intent.claimed(1, self.args_type, self.args_data, created_at)
 
 
+# PostgreSQL: the agent's next number, from its row (created when missing; ``%s``: a condition
+# on the upsert), then attempt 1 of the intent under that number, unless it exists already.
+_PG_NUMBER = (
+    "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, revision_seq, "
+    "action_seq) SELECT ?, {now}, {now}, 0, 0, 1%s ON CONFLICT (agent_id) DO UPDATE SET "
+    "last_activity = excluded.last_activity, action_seq = recall_agents.action_seq + 1 "
+    "RETURNING action_seq"
+)
+_PG_INSERT_NUMBERED = (
+    f"INSERT INTO recall_actions ({_INSERT_COLS}, created_at) "
+    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now} FROM ag "
+    "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at"
+)
+
+
 def planned_insert(render: Any, dialect: str, intent: Intent) -> Planned:
     """The statement that writes ``intent`` as attempt 1, unless the action has one already.
 
@@ -244,15 +259,7 @@ def planned_insert(render: Any, dialect: str, intent: Intent) -> Planned:
         params: tuple[Any, ...] = values
     else:
         # The agent row's lock hands the number out, as in ``claim_first_pg``.
-        sql = (
-            "WITH ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, "
-            "turn_seq, revision_seq, action_seq) VALUES (?, {now}, {now}, 0, 0, 1) "
-            "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity, "
-            "action_seq = recall_agents.action_seq + 1 RETURNING action_seq) "
-            f"INSERT INTO recall_actions ({_INSERT_COLS}, created_at) "
-            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now} FROM ag "
-            "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at"
-        )
+        sql = f"WITH ag AS ({_PG_NUMBER % ''}) {_PG_INSERT_NUMBERED}"
         params = (intent.agent_id, *values[:-1])
     return Planned(intent, args_type, args_data, render(sql), params)
 
@@ -274,14 +281,8 @@ def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Action | None]
     row = tx.one(
         f"WITH prev AS (SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.action_id = ? "
         "ORDER BY a.attempt DESC LIMIT 1), "
-        "ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
-        "revision_seq, action_seq) SELECT ?, {now}, {now}, 0, 0, 1 "
-        "WHERE NOT EXISTS (SELECT 1 FROM prev) ON CONFLICT (agent_id) DO "
-        "UPDATE SET last_activity = excluded.last_activity, "
-        "action_seq = recall_agents.action_seq + 1 RETURNING action_seq), "
-        f"ins AS (INSERT INTO recall_actions ({_INSERT_COLS}, created_at) "
-        "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now} FROM ag "
-        "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at) "
+        f"ag AS ({_PG_NUMBER % ' WHERE NOT EXISTS (SELECT 1 FROM prev)'}), "
+        f"ins AS ({_PG_INSERT_NUMBERED}) "
         "SELECT (SELECT created_at FROM ins), prev.* FROM (SELECT 1) AS one "
         "LEFT JOIN prev ON TRUE",
         (intent.action_id, intent.agent_id, *intent.row(1, args_type, args_data, None)[:-1]),
