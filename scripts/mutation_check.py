@@ -606,6 +606,22 @@ MUTATIONS = [
         "    return run.planned.get(action_id)\n",
         ("tests/test_tools_planned.py::-k::handed_over_once",),
     ),
+    Mutation(
+        "canon_changed_args",
+        "a plan's canonical arguments are reused only while the arguments are unchanged",
+        "langgraph_recall/tools/_durable.py",
+        "            and given_text(given) == canon.text\n",
+        "            and True\n",
+        ("tests/test_tools_planned.py::-k::changed_after_their_plan",),
+    ),
+    Mutation(
+        "canon_reused",
+        "a planned call does not make its arguments canonical a second time",
+        "langgraph_recall/tools/_durable.py",
+        "        canon = self._canon.pop(action_id, None)\n",
+        "        canon = None\n",
+        ("tests/test_tools_planned.py::-k::reuses_the_canonical",),
+    ),
 ]
 
 

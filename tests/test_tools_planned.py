@@ -160,6 +160,56 @@ def test_a_plan_for_other_arguments_is_closed_and_the_call_claims_anew(
     assert store.actions("t-skew", open_only=True) == []
 
 
+def test_a_planned_call_reuses_the_canonical_arguments_of_its_plan(
+    store: RecallStore, saver: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import langgraph_recall.tools._durable as durable
+
+    made: list[Any] = []
+    real = durable.canonical_args
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        made.append(args[1])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(durable, "canonical_args", counting)
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(3))
+    config = {"configurable": {"thread_id": "t-canon"}}
+    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+
+    assert _sent(effects) == ["u0@example.com", "u1@example.com", "u2@example.com"]
+    # Once per call: the first by the node (nothing planned yet), the next two by their
+    # plans only; the node reused those.
+    assert [a["to"] for a in made] == ["u0@example.com", "u1@example.com", "u2@example.com"]
+
+
+def test_arguments_changed_after_their_plan_are_made_canonical_again(
+    store: RecallStore, saver: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The very same arguments object, changed in place between the plan and the call: what
+    # runs is what gets recorded, never the plan's digest of what no longer is.
+    real = DurableTools.plan
+
+    def then_changed(self: DurableTools, message: AIMessage, *args: Any) -> Any:
+        intents = real(self, message, *args)
+        for tc in message.tool_calls:
+            tc["args"]["to"] = "changed@example.com"
+        return intents
+
+    monkeypatch.setattr(DurableTools, "plan", then_changed)
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(2))
+    config = {"configurable": {"thread_id": "t-changed"}}
+    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+
+    assert _sent(effects) == ["u0@example.com", "changed@example.com"]
+    ran = store.actions("t-changed")[-1]
+    assert (ran.status, ran.args) == ("done", {"to": "changed@example.com"})
+    assert ran.attempt == 2  # the plan's attempt 1 closed as never started
+    assert store.actions("t-changed", open_only=True) == []
+
+
 async def test_async_runs_claim_with_the_checkpoint_too(
     store: RecallStore, saver: Any, tmp_path: Any, claims: list[str]
 ) -> None:

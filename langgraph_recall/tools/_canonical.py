@@ -118,6 +118,20 @@ def _text(tree: Any) -> str:
     return _ENCODER.encode(tree)
 
 
+# Strict JSON for ``given_text``: NaN refused (it is unequal to itself, as a check must not be).
+_GIVEN = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def given_text(args: Any) -> str | None:
+    """The arguments exactly as the model gave them, as text (None when they are not plain
+    JSON data). Two calls of it on one args object agree unless the object was changed in
+    between; ``DurableTools`` uses it to reuse a canonical form computed moments earlier."""
+    try:
+        return _GIVEN.encode(args)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
 def canonical_bytes(value: Any) -> bytes:
     """The canonical encoding of any argument value (type-tagged, order-independent)."""
     return _text(_tree(value)).encode("ascii")

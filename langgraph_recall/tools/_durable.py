@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -43,7 +44,14 @@ from ..store._actions import Intent, end_statement
 from ..store._due import DueEnd
 from . import _barrier
 from ._approval import Verdict, approval_step
-from ._canonical import action_key, args_digest, asking_id, asking_message, canonical_args
+from ._canonical import (
+    action_key,
+    args_digest,
+    asking_id,
+    asking_message,
+    canonical_args,
+    given_text,
+)
 from ._classes import ToolClass, classify, declared_approval, declared_class
 from ._drive import Execute, Io, Logic, Resolve, WaitDurable, adrive, drive
 from ._keys import CONFIG_ACTION, CONFIG_KEY, KeyedTool, key_parameters
@@ -67,6 +75,20 @@ log = logging.getLogger("langgraph_recall")
 
 Resolver = Callable[[Action], "ActionEnd | None"]
 DEFAULT_DURABLE_TIMEOUT = 30.0
+# Canonical forms kept from ``plan`` for the call that follows; more are dropped oldest first
+# (a plan whose call never comes: the run paused or went elsewhere).
+_CANON_KEPT = 256
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Canon:
+    """A call's canonical arguments and digest as ``plan`` computed them, and what from."""
+
+    tool: Any  # the tool object whose schema made them canonical
+    given: Any  # the model's arguments object
+    text: str  # ``given_text(given)`` then
+    args: dict[str, Any]
+    digest: str
 
 
 class DurableTools:
@@ -118,6 +140,7 @@ class DurableTools:
         # The tool object each name was last called with (what ``plan`` digests against).
         self._called: dict[str, Any] = {}
         self._keyed_tools: dict[int, tuple[BaseTool, BaseTool]] = {}
+        self._canon: OrderedDict[str, _Canon] = OrderedDict()  # by action id, see ``plan``
         if tools:
             self.check_tools(tools)
         else:
@@ -204,7 +227,9 @@ class DurableTools:
             if tool is None or klass not in ("external", "idempotent") or name in self._gated:
                 continue
             schema, injected = self._schema(tool)
-            args = canonical_args(schema, call.get("args") or {}, injected)
+            given = call.get("args")
+            args = canonical_args(schema, given or {}, injected)
+            digest = args_digest(name, args)
             action_id = action_key(agent_id, str(message.id), str(call["id"]), name)
             intents.append(
                 Intent(
@@ -213,13 +238,49 @@ class DurableTools:
                     tool=name,
                     klass=klass,
                     args=args,
-                    args_digest=args_digest(name, args),
+                    args_digest=digest,
                     idempotency_key=action_id,
                     thread_id=thread_id,
                     epoch=epoch,
                 )
             )
+            text = given_text(given) if given else None
+            if text is not None:
+                self._keep_canon(action_id, _Canon(tool, given, text, args, digest))
         return intents
+
+    def _keep_canon(self, action_id: str, canon: _Canon) -> None:
+        # Called on the checkpoint's thread, read on the node's: single OrderedDict operations
+        # (each atomic), and a race on the trimming only trims less.
+        self._canon[action_id] = canon
+        while len(self._canon) > _CANON_KEPT:
+            try:
+                self._canon.popitem(last=False)
+            except KeyError:
+                break
+
+    def _canonical(
+        self, action_id: str, name: str, tool: Any, given: Any
+    ) -> tuple[dict[str, Any], str]:
+        """The call's canonical arguments and their digest.
+
+        ``plan`` computed them moments ago for the same call, from the same message object
+        (its checkpoint's), and they are reused when nothing could make them differ: the
+        same tool object (so the same schema and defaults) and the very same arguments object,
+        unchanged since (its text is the same). Anything else (the state edited while paused:
+        a new object; a wrapper that changed the arguments) computes them again.
+        """
+        canon = self._canon.pop(action_id, None)
+        if (
+            canon is not None
+            and canon.tool is tool
+            and canon.given is given
+            and given_text(given) == canon.text
+        ):
+            return canon.args, canon.digest
+        schema, injected = self._schema(tool)
+        args = canonical_args(schema, given or {}, injected)
+        return args, args_digest(name, args)
 
     # --- the logic, written once ---------------------------------------------------------
 
@@ -288,9 +349,7 @@ class DurableTools:
 
         store = store_of(config, runtime)
         self.register_undo(store)
-        schema, injected = self._schema(tool)
-        args = canonical_args(schema, call.get("args") or {}, injected)
-        digest = args_digest(name, args)
+        args, digest = self._canonical(action_id, name, tool, call.get("args"))
 
         target = _barrier.target_of(config, runtime, name)  # raises under durability="exit"
         if target is not None:
@@ -307,6 +366,7 @@ class DurableTools:
 
         verdict: Verdict | None = None
         if gated:
+            schema, injected = self._schema(tool)
             found = yield from approval_step(
                 store,
                 agent_id=agent_id,
