@@ -58,6 +58,14 @@ def _sent(effects: str) -> list[str]:
     return [e["to"] for e in read_effects(effects, "send")]
 
 
+def _run_sends(store: RecallStore, saver: Any, effects: str, thread: str, n: int) -> list[str]:
+    """Run a graph whose model asks for ``n`` sends, one per message, to its end; who was sent to."""
+    graph = _graph(store, saver, effects, _sends(n))
+    config = {"configurable": {"thread_id": thread}}
+    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+    return _sent(effects)
+
+
 @pytest.fixture
 def claims(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every action id the tool node claimed through the store itself."""
@@ -149,12 +157,9 @@ def test_a_plan_for_other_arguments_is_closed_and_the_call_claims_anew(
         ]
 
     monkeypatch.setattr(DurableTools, "plan", skewed)
-    effects = str(tmp_path / "effects")
-    graph = _graph(store, saver, effects, _sends(2))
-    config = {"configurable": {"thread_id": "t-skew"}}
-    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+    sent = _run_sends(store, saver, str(tmp_path / "effects"), "t-skew", 2)
 
-    assert _sent(effects) == ["u0@example.com", "u1@example.com"]
+    assert sent == ["u0@example.com", "u1@example.com"]
     second = store.actions("t-skew")[-1]
     assert (second.status, second.attempt, second.args) == ("done", 2, {"to": "u1@example.com"})
     assert store.actions("t-skew", open_only=True) == []
@@ -173,12 +178,9 @@ def test_a_planned_call_reuses_the_canonical_arguments_of_its_plan(
         return real(*args, **kw)
 
     monkeypatch.setattr(durable, "canonical_args", counting)
-    effects = str(tmp_path / "effects")
-    graph = _graph(store, saver, effects, _sends(3))
-    config = {"configurable": {"thread_id": "t-canon"}}
-    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+    sent = _run_sends(store, saver, str(tmp_path / "effects"), "t-canon", 3)
 
-    assert _sent(effects) == ["u0@example.com", "u1@example.com", "u2@example.com"]
+    assert sent == ["u0@example.com", "u1@example.com", "u2@example.com"]
     # Once per call: the first by the node (nothing planned yet), the next two by their
     # plans only; the node reused those.
     assert [a["to"] for a in made] == ["u0@example.com", "u1@example.com", "u2@example.com"]
@@ -198,12 +200,9 @@ def test_arguments_changed_after_their_plan_are_made_canonical_again(
         return intents
 
     monkeypatch.setattr(DurableTools, "plan", then_changed)
-    effects = str(tmp_path / "effects")
-    graph = _graph(store, saver, effects, _sends(2))
-    config = {"configurable": {"thread_id": "t-changed"}}
-    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+    sent = _run_sends(store, saver, str(tmp_path / "effects"), "t-changed", 2)
 
-    assert _sent(effects) == ["u0@example.com", "changed@example.com"]
+    assert sent == ["u0@example.com", "changed@example.com"]
     ran = store.actions("t-changed")[-1]
     assert (ran.status, ran.args) == ("done", {"to": "changed@example.com"})
     assert ran.attempt == 2  # the plan's attempt 1 closed as never started
