@@ -358,15 +358,20 @@ def build_briefing(
         )
     meter = _Meter(token_budget, token_counter)
     skip = frozenset(exclude_msg_ids or ())
+    # Calls that finished in this process, their ends not committed yet (``store._due``): left
+    # out of the open actions instead of written first, which under durability="async" put a
+    # write transaction in front of every model call. Taken before the reads (see there).
+    finished = store._db.due.finished()
     # All reads on one connection (the store's transactions are re-entrant per thread): one
     # pool checkout instead of one per read. On PostgreSQL the reads this agent's last briefing
     # made are sent together first, in one round trip (``store._prefetch``).
-    with store._db.tx(learn=("briefing", agent_id)):
+    with store._db.tx(learn=("briefing", agent_id), land=False):
         return _build(
             store,
             agent_id,
             meter,
             skip,
+            finished,
             token_budget,
             query,
             memory_namespace,
@@ -380,6 +385,7 @@ def _build(
     agent_id: str,
     meter: _Meter,
     skip: frozenset[str],
+    finished: frozenset[tuple[str, int]],
     token_budget: int,
     query: str | None,
     memory_namespace: Any,
@@ -390,7 +396,11 @@ def _build(
     # Everything but the turns is small and read whole; the turns are paged below.
     state = store.working_state(agent_id)
     open_actions = sorted(
-        store.actions(agent_id, open_only=True),
+        (
+            a
+            for a in store.actions(agent_id, open_only=True)
+            if (a.action_id, a.attempt) not in finished
+        ),
         key=lambda a: (a.klass == "idempotent", a.created_at, a.action_id),
     )
     approvals = store.pending_approvals(agent_id)

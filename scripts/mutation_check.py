@@ -622,6 +622,30 @@ MUTATIONS = [
         "        canon = None\n",
         ("tests/test_tools_planned.py::-k::reuses_the_canonical",),
     ),
+    Mutation(
+        "brief_due_filtered",
+        "the briefing leaves calls whose end is still due out of the calls in doubt",
+        "langgraph_recall/_briefing.py",
+        "            if (a.action_id, a.attempt) not in finished\n",
+        "            if True\n",
+        ("tests/test_tools_due_ends.py::-k::briefing_leaves_due_ends_out",),
+    ),
+    Mutation(
+        "brief_no_land",
+        "the briefing does not write due ends itself (the task's write carries them)",
+        "langgraph_recall/_briefing.py",
+        '    with store._db.tx(learn=("briefing", agent_id), land=False):\n',
+        '    with store._db.tx(learn=("briefing", agent_id)):\n',
+        ("tests/test_tools_due_ends.py::-k::briefing_leaves_due_ends_out",),
+    ),
+    Mutation(
+        "brief_due_before_reads",
+        "the briefing takes the due ends before it reads the open actions",
+        "langgraph_recall/_briefing.py",
+        "            if (a.action_id, a.attempt) not in finished\n",
+        "            if (a.action_id, a.attempt) not in store._db.due.finished()\n",
+        ("tests/test_tools_due_ends.py::-k::due_ends_before_it_reads",),
+    ),
 ]
 
 

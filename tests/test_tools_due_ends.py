@@ -92,6 +92,46 @@ async def test_async_readers_see_due_ends_too(store: RecallStore) -> None:
     assert await store.aactions("t-due-async", open_only=True) == []
 
 
+def test_a_briefing_leaves_due_ends_out_without_writing_them(store: RecallStore) -> None:
+    """The briefing reads around a finished call whose end is still due: not reported in
+    doubt, and not written by the briefing (the task's write is to carry it)."""
+    finished = _open_call(store, "t-brief")
+    other = store.claim("t-brief", "b" * 32, tool="send", args={"to": "y"}, args_digest="e" * 64)
+    store._db.due.add(due_end(store, finished, "sent to x", "task-6"))
+
+    text = store.briefing("t-brief").text
+    assert f"[action {'b' * 16}]" in text  # the call with no end is in doubt
+    assert f"[action {'a' * 16}]" not in text
+    assert store._db.due.pending == 1  # still due: the briefing wrote nothing
+
+    assert [a.status for a in store.actions("t-brief")] == ["done", "open"]  # this read lands it
+    assert other.action.status == "open"
+
+
+def test_a_briefing_takes_the_due_ends_before_it_reads(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An end that commits while the briefing reads: the briefing saw it either committed or
+    due, never neither (read open, then gone from the due ends)."""
+    import threading
+
+    finished = _open_call(store, "t-race")
+    store._db.due.add(due_end(store, finished, "sent to x", "task-7"))
+    real = RecallStore.actions
+
+    def then_committed(self: RecallStore, *args: Any, **kw: Any) -> Any:
+        found = real(self, *args, **kw)  # read while the end was due
+        lander = threading.Thread(target=self._db.due.land, args=(self._db,))
+        lander.start()  # the end commits now, from another thread, before the briefing goes on
+        lander.join()
+        return found
+
+    monkeypatch.setattr(RecallStore, "actions", then_committed)
+    text = store.briefing("t-race").text
+    assert not store._db.due
+    assert f"[action {'a' * 16}]" not in text
+
+
 def test_closing_the_store_writes_what_is_still_due(store_target: str) -> None:
     with RecallStore.open(store_target) as store:
         action = _open_call(store, "t-close")

@@ -143,6 +143,7 @@ class Database(ABC):
         warm: bool = False,
         flush_later: bool = False,
         learn: Hashable | None = None,
+        land: bool = True,
     ) -> AbstractContextManager[Tx]:
         """A transaction; ``write=True`` takes the write lock up front (no read-then-write race).
 
@@ -161,13 +162,18 @@ class Database(ABC):
         ``learn=key`` (a read): PostgreSQL sends the reads the last transaction with this key
         made in one pipeline before this one starts, and answers them from there (``_prefetch``);
         SQLite, whose reads make no round trip, ignores it.
+
+        ``land=False`` (a read): the caller leaves the calls of ``due.finished()``, taken
+        before this call, out of what it reports open, so the ends still due need not be
+        written first (the briefing: under ``durability="async"`` the next model call's
+        briefing starts before the task's write has taken the ends it carries).
         """
         current: Tx | None = getattr(self._local, "tx", None)
         if current is not None:
             return _Joined(current)
         if self._closed:
             raise RecallError("this RecallStore is closed; open it again", code="closed")
-        if self.due.pending and not self.due.landing():
+        if land and self.due.pending and not self.due.landing():
             # Finished calls whose end rides their task's write (``_due``): no transaction in
             # this process may read them as open, so they are written before it starts.
             self.due.land(self)

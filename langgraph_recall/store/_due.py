@@ -37,6 +37,7 @@ class DueEnd:
 
     task_id: str
     action_id: str
+    attempt: int
     sql: str
     params: tuple[Any, ...]
 
@@ -49,12 +50,14 @@ class DueEnds:
     finds ends riding waits for that write instead of writing them a second time.
     """
 
-    __slots__ = ("_cond", "_by_task", "_riding", "_local", "pending")
+    __slots__ = ("_cond", "_by_task", "_riding", "_ended", "_local", "pending")
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._by_task: dict[str, list[DueEnd]] = {}
         self._riding = 0
+        # (action id, attempt) of every end due or riding: what ``finished`` reports.
+        self._ended: dict[tuple[str, int], int] = {}
         self._local = threading.local()  # set while this thread writes them (no re-entry)
         # Ends due or riding. Read without the lock on every transaction's start (one
         # attribute, no call): an end added by another thread a moment ago may be missed,
@@ -67,7 +70,22 @@ class DueEnds:
     def add(self, end: DueEnd) -> None:
         with self._cond:
             self._by_task.setdefault(end.task_id, []).append(end)
+            key = (end.action_id, end.attempt)
+            self._ended[key] = self._ended.get(key, 0) + 1
             self.pending += 1
+
+    def finished(self) -> frozenset[tuple[str, int]]:
+        """(action id, attempt) of the calls whose end is due or on its way, not committed:
+        for a reader that leaves them out of what it reports open (``Database.tx(land=False)``).
+
+        Take it before the reads: an end that commits in between is then either read as
+        committed or still in this set. Taken after them, an end committing in between would be
+        read as open and be gone from here too.
+        """
+        if not self.pending:
+            return frozenset()
+        with self._cond:
+            return frozenset(self._ended)
 
     def take(self, task_id: str) -> list[DueEnd]:
         """The ends ``task_id``'s write is to carry; call ``rode`` once it committed or failed."""
@@ -82,6 +100,11 @@ class DueEnds:
             self._riding -= len(ends)
             if committed:
                 self.pending -= len(ends)
+                for end in ends:
+                    key = (end.action_id, end.attempt)
+                    left = self._ended.pop(key, 1) - 1
+                    if left > 0:
+                        self._ended[key] = left
             else:
                 for end in ends:
                     self._by_task.setdefault(end.task_id, []).append(end)

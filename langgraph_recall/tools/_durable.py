@@ -670,7 +670,7 @@ def due_end(store: RecallStore, action: Action, out: Output, task_id: str) -> Du
     sql, params = end_statement(
         store._db.dialect, action.action_id, action.attempt, "done", result=out
     )
-    return DueEnd(task_id, action.action_id, sql, params)
+    return DueEnd(task_id, action.action_id, action.attempt, sql, params)
 
 
 def _task_id(config: Mapping[str, Any]) -> str | None:
