@@ -66,7 +66,9 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     Guarantees: the briefing is rebuilt for each model call from the records (so it reflects
     tool results and working-state updates made since) and leaves out the turns already in the
-    model's input; ``settle()`` runs once per run, before the model sees anything.
+    model's input; ``settle()`` runs once per run, before the model sees anything. Durable
+    calls behave as ``DurableToolNode``'s, including, with ``store.checkpointer()``, intents
+    that commit with the checkpoint sending the calls to the tool node.
     """
 
     def __init__(

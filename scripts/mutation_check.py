@@ -646,6 +646,22 @@ MUTATIONS = [
         "            if (a.action_id, a.attempt) not in store._db.due.finished()\n",
         ("tests/test_tools_due_ends.py::-k::due_ends_before_it_reads",),
     ),
+    Mutation(
+        "plan_sends",
+        "a node started by Send (create_agent's tool node) plans with the checkpoint too",
+        "langgraph_recall/checkpoint/_plans.py",
+        "                only = sent_calls(values.get(_SENDS), node)\n",
+        "                only = set()\n",
+        ("tests/test_tools_planned.py::-k::sent_to_the_tool_node or create_agent",),
+    ),
+    Mutation(
+        "plan_only_sent",
+        "only the calls the sends carry are planned",
+        "langgraph_recall/tools/_durable.py",
+        '            if only is not None and call.get("id") not in only:\n',
+        "            if False:\n",
+        ("tests/test_tools_planned.py::-k::sent_to_the_tool_node",),
+    ),
 ]
 
 

@@ -176,6 +176,8 @@ def build_graph(
         last = state["messages"][-1]
         if layout == "send" and isinstance(last, AIMessage) and last.tool_calls:
             return [Send("tools", [tc]) for tc in last.tool_calls]
+        if layout == "send-first" and isinstance(last, AIMessage) and last.tool_calls:
+            return [Send("tools", [last.tool_calls[0]])]  # the other calls go nowhere
         return tools_condition(state)
 
     g = StateGraph(State)

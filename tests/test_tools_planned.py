@@ -209,6 +209,53 @@ def test_arguments_changed_after_their_plan_are_made_canonical_again(
     assert store.actions("t-changed", open_only=True) == []
 
 
+@pytest.mark.parametrize("layout", ["send", "send-first"])
+def test_calls_sent_to_the_tool_node_are_claimed_with_their_checkpoint(
+    store: RecallStore, saver: Any, tmp_path: Any, claims: list[str], layout: str
+) -> None:
+    # The checkpoint's pending sends trigger the node; only the calls they carry are planned
+    # (with "send-first", the second call of the two-call message is sent nowhere).
+    effects = str(tmp_path / "effects")
+    two = reply("", call("send", to="a@example.com"), call("send", to="b@example.com"))
+    script = [*_sends(2), two, reply("all sent")]
+    node = DurableToolNode([_send_tool(effects)], classes={"send": "external"})
+    graph = build_graph(node, script, store=store, checkpointer=saver, layout=layout)
+    config = {"configurable": {"thread_id": "t-sent"}}
+    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+
+    sent = ["u0@example.com", "u1@example.com", "a@example.com", "b@example.com"]
+    if layout == "send-first":
+        sent.remove("b@example.com")
+    assert sorted(_sent(effects)) == sorted(sent)
+    actions = store.actions("t-sent")
+    assert [(a.status, a.attempt) for a in actions] == [("done", 1)] * len(sent)
+    assert len(claims) == 1  # the first call taught the node; the rest rode their checkpoint
+
+
+def test_create_agent_with_recall_middleware_claims_with_the_checkpoint(
+    store: RecallStore, saver: Any, tmp_path: Any, claims: list[str]
+) -> None:
+    from langchain.agents import create_agent
+
+    from langgraph_recall import RecallMiddleware
+    from langgraph_recall.testing import ScriptedChatModel
+
+    effects = str(tmp_path / "effects")
+    agent = create_agent(
+        ScriptedChatModel([*_sends(3), reply("all sent")]),
+        [_send_tool(effects)],
+        middleware=[RecallMiddleware(classes={"send": "external"})],
+        checkpointer=saver,
+        store=store,
+    )
+    config = {"configurable": {"thread_id": "t-agent"}}
+    agent.invoke({"messages": [HumanMessage("go")]}, config, durability="sync")
+
+    assert _sent(effects) == ["u0@example.com", "u1@example.com", "u2@example.com"]
+    assert [(a.status, a.attempt) for a in store.actions("t-agent")] == [("done", 1)] * 3
+    assert len(claims) == 1
+
+
 async def test_async_runs_claim_with_the_checkpoint_too(
     store: RecallStore, saver: Any, tmp_path: Any, claims: list[str]
 ) -> None:

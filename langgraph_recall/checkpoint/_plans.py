@@ -13,6 +13,10 @@ calls planned here are only those the next step will run: the checkpoint trigger
 the tool is ``external`` or ``idempotent`` with no approval to ask for (an approval's spend
 must commit with its intent, in the tool node).
 
+A node started by ``Send`` instead (``create_agent`` sends each tool call to its tool node
+this way, so ``RecallMiddleware`` plans too) is triggered by the checkpoint whose pending sends
+(``__pregel_tasks``) name it; then only the calls those sends carry are planned.
+
 The tool node takes its planned claim from the run (``take``) instead of claiming. A planned
 call the run never started (the run paused before the tool node, or routed elsewhere, or the
 node's own arguments turned out different) is closed when the run ends, before the lease goes,
@@ -23,7 +27,7 @@ arguments (``settled_claim``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.messages import AIMessage
@@ -38,6 +42,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("langgraph_recall")
 
 _TRIGGER = "branch:to:"
+try:  # pragma: no cover - location differs across langgraph versions
+    from langgraph._internal._constants import TASKS as _SENDS
+except ImportError:  # pragma: no cover
+    _SENDS = "__pregel_tasks"
 NOT_STARTED_NOTE = (
     "planned with the checkpoint of the AI message that asked for it; the run ended before "
     "the tool started, so it never ran"
@@ -48,7 +56,12 @@ class Planner(Protocol):
     """A tool node that can name the intents of an AI message's calls (``DurableTools``)."""
 
     def plan(
-        self, message: AIMessage, agent_id: str, thread_id: str, epoch: int | None
+        self,
+        message: AIMessage,
+        agent_id: str,
+        thread_id: str,
+        epoch: int | None,
+        only: Collection[str] | None = None,
     ) -> list[Intent]: ...
 
 
@@ -111,17 +124,37 @@ class Plans:
         intents: list[Intent] = []
         # A copy: a node may register from a tool's thread while a put plans on another.
         for node, planner in list(self.planners.items()):
+            only: Collection[str] | None = None
             if _TRIGGER + node not in values:
-                continue
+                only = sent_calls(values.get(_SENDS), node)
+                if not only:
+                    continue
             messages = values.get(self.messages_key)
             last = messages[-1] if isinstance(messages, list) and messages else None
             if not isinstance(last, AIMessage) or not last.tool_calls or not last.id:
                 return None
-            intents += planner.plan(last, agent_id, thread_id, epoch)
+            intents += planner.plan(last, agent_id, thread_id, epoch, only)
         if not intents:
             return None
         db: Any = self.store._db
         return PlanRider([planned_insert(db.sql, db.dialect, i) for i in intents], db.dialect)
+
+
+def sent_calls(sends: Any, node: str) -> set[str]:
+    """Ids of the tool calls that pending sends carry to ``node``: a ToolNode's inputs, a list
+    of tool calls (what ``create_agent`` sends) or one call with its context. A send carrying
+    anything else plans nothing (what it would run is not known here)."""
+    ids: set[str] = set()
+    for send in sends if isinstance(sends, list) else ():
+        if getattr(send, "node", None) != node:
+            continue
+        arg = getattr(send, "arg", None)
+        if isinstance(arg, dict) and isinstance(arg.get("tool_call"), dict):
+            arg = [arg["tool_call"]]
+        for call in arg if isinstance(arg, list) else ():
+            if isinstance(call, dict) and isinstance(call.get("id"), str) and "name" in call:
+                ids.add(call["id"])
+    return ids
 
 
 def take(run: Run | None, action_id: str) -> Claim | None:

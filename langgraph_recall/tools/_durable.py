@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -210,10 +210,16 @@ class DurableTools:
         return await adrive(self._settle(store, agent_id))
 
     def plan(
-        self, message: AIMessage, agent_id: str, thread_id: str, epoch: int | None
+        self,
+        message: AIMessage,
+        agent_id: str,
+        thread_id: str,
+        epoch: int | None,
+        only: Collection[str] | None = None,
     ) -> list[Intent]:
         """The intents of ``message``'s calls that this node would claim as they come, for
-        the checkpointer to write ahead with that message's checkpoint (``checkpoint._plans``).
+        the checkpointer to write ahead with that message's checkpoint (``checkpoint._plans``);
+        with ``only``, of the calls with those ids (the ones sent to this node).
 
         Only calls of tools already called through this node (so their arguments are made
         canonical by the very tool object the node will run) that are durable and need no
@@ -221,6 +227,8 @@ class DurableTools:
         """
         intents: list[Intent] = []
         for call in message.tool_calls:
+            if only is not None and call.get("id") not in only:
+                continue
             name = call["name"]
             tool = self._called.get(name)
             klass = self._classes.get(name)

@@ -110,10 +110,11 @@ class DurableToolNode(LoneCallInline):
 
     Intents written ahead: with ``store.checkpointer()``, once this node has run a durable tool
     in the process, the intents of that tool's later calls commit with the checkpoint of the AI
-    message asking for them (``checkpoint/_plans.py``), and the node claims nothing itself. A
-    crash after that checkpoint leaves the call open, as a crash after any intent does. The
-    end of a call that is its message's only one commits with the task's own write of its
-    answer (``store/_due.py``); so a durable call makes no commit of its own.
+    message asking for them, or sending them to this node (``checkpoint/_plans.py``), and the
+    node claims nothing itself. A crash after that checkpoint leaves the call open, as a crash
+    after any intent does. The end of a call that is its message's only one commits with the
+    task's own write of its answer (``store/_due.py``); so a durable call makes no commit of
+    its own.
 
     Raises:
         UnclassifiedTool: naming every tool without a class.
