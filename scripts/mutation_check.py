@@ -662,6 +662,14 @@ MUTATIONS = [
         "            if False:\n",
         ("tests/test_tools_planned.py::-k::sent_to_the_tool_node",),
     ),
+    Mutation(
+        "plan_expect",
+        "a DurableToolNode plans the first call of each of its tools once it has registered",
+        "langgraph_recall/tools/_node.py",
+        "        durable.expect(self.tools_by_name)  # the objects ToolNode hands each call\n",
+        "",
+        ("tests/test_tools_planned.py::-k::first_call_of_another_tool",),
+    ),
 ]
 
 

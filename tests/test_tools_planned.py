@@ -232,6 +232,33 @@ def test_calls_sent_to_the_tool_node_are_claimed_with_their_checkpoint(
     assert len(claims) == 1  # the first call taught the node; the rest rode their checkpoint
 
 
+def test_the_first_call_of_another_tool_is_planned_too(
+    store: RecallStore, saver: Any, tmp_path: Any, claims: list[str]
+) -> None:
+    effects = str(tmp_path / "effects")
+
+    @tool
+    def notify(to: str) -> str:
+        """Notify someone."""
+        record_effect(effects, what="notify", to=to)
+        return f"notified {to}"
+
+    node = DurableToolNode(
+        [_send_tool(effects), notify], classes={"send": "external", "notify": "external"}
+    )
+    script = [*_sends(1), reply("", call("notify", to="boss")), reply("done")]
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+    config = {"configurable": {"thread_id": "t-other"}}
+    assert run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
+
+    assert [e["to"] for e in read_effects(effects, "notify")] == ["boss"]
+    assert [(a.tool, a.status, a.attempt) for a in store.actions("t-other")] == [
+        ("send", "done", 1),
+        ("notify", "done", 1),
+    ]
+    assert len(claims) == 1  # notify's first call rode its checkpoint: the node knew it
+
+
 def test_create_agent_with_recall_middleware_claims_with_the_checkpoint(
     store: RecallStore, saver: Any, tmp_path: Any, claims: list[str]
 ) -> None:

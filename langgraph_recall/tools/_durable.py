@@ -137,7 +137,8 @@ class DurableTools:
         self.durable_timeout = durable_timeout
         # Per tool object (held, so an id is not reused while cached).
         self._schemas: dict[int, tuple[Any, Any, frozenset[str]]] = {}
-        # The tool object each name was last called with (what ``plan`` digests against).
+        # The tool object each name was last called with, or will be (``expect``): what
+        # ``plan`` digests against.
         self._called: dict[str, Any] = {}
         self._keyed_tools: dict[int, tuple[BaseTool, BaseTool]] = {}
         self._canon: OrderedDict[str, _Canon] = OrderedDict()  # by action id, see ``plan``
@@ -221,9 +222,9 @@ class DurableTools:
         the checkpointer to write ahead with that message's checkpoint (``checkpoint._plans``);
         with ``only``, of the calls with those ids (the ones sent to this node).
 
-        Only calls of tools already called through this node (so their arguments are made
-        canonical by the very tool object the node will run) that are durable and need no
-        approval. Each intent is exactly what ``_call`` would claim: same key, same digest.
+        Only calls of tools the node has run or was built with (``expect``), so their
+        arguments are made canonical by the very tool object the node will run, that are
+        durable and need no approval. Each intent is exactly what ``_call`` would claim: same key, same digest.
         """
         intents: list[Intent] = []
         for call in message.tool_calls:
@@ -289,6 +290,13 @@ class DurableTools:
         schema, injected = self._schema(tool)
         args = canonical_args(schema, given or {}, injected)
         return args, args_digest(name, args)
+
+    def expect(self, tools: Mapping[str, Any]) -> None:
+        """The tool objects a node will run, by name (``DurableToolNode`` knows them when
+        built): once the node has told its checkpointer about itself, the calls of all of them
+        are planned, not only of those it has run already."""
+        for name, tool in tools.items():
+            self._called.setdefault(name, tool)
 
     # --- the logic, written once ---------------------------------------------------------
 

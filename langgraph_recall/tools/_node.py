@@ -108,8 +108,8 @@ class DurableToolNode(LoneCallInline):
     Tools receive the call's idempotency key through a parameter annotated ``IdempotencyKey``
     (or ``idempotency_key: Annotated[str, InjectedToolArg]``), hidden from the model.
 
-    Intents written ahead: with ``store.checkpointer()``, once this node has run a durable tool
-    in the process, the intents of that tool's later calls commit with the checkpoint of the AI
+    Intents written ahead: with ``store.checkpointer()``, once this node has run a durable call
+    in the process, the intents of its later calls commit with the checkpoint of the AI
     message asking for them, or sending them to this node (``checkpoint/_plans.py``), and the
     node claims nothing itself. A crash after that checkpoint leaves the call open, as a crash
     after any intent does. The end of a call that is its message's only one commits with the
@@ -153,6 +153,7 @@ class DurableToolNode(LoneCallInline):
             **kwargs,
         )
         self.durable = durable
+        durable.expect(self.tools_by_name)  # the objects ToolNode hands each call
         self._key_params: dict[str, tuple[str, ...]] = {
             name: params for name, t in self.tools_by_name.items() if (params := key_parameters(t))
         }
