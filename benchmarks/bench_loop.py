@@ -105,6 +105,8 @@ TITLES = {
 TARGET_MS = {"sqlite": 0.25, "sqlite-power": None, "postgres": 0.6, "postgres-process": 0.6}
 
 PLAIN = "ToolNode + bare saver"
+# The same loop timed as a second subject: what "added" reads when nothing is added.
+PLAIN_AGAIN = "ToolNode + bare saver, again (A/A: the noise floor)"
 INLINE = "ToolNode, lone call inline + bare saver"
 C4A = "call4agents adapter + bare saver"
 C4A_NORMAL = "call4agents (NORMAL) + bare saver"
@@ -395,6 +397,7 @@ def build_group(
 
     cases = [
         loop_case(PLAIN, setting, remember(PLAIN, lambda: run_once(plain)), per_round),
+        loop_case(PLAIN_AGAIN, setting, lambda: run_once(plain), per_round),
         loop_case(INLINE, setting, remember(INLINE, lambda: run_once(inline)), per_round),
         loop_case(
             C4A,
@@ -439,6 +442,7 @@ def build_group(
 def build(args: argparse.Namespace, tmp: str, stack: ExitStack) -> list[Group]:
     groups = []
     floor_calls = 200
+    durability: str | None
     for name, sync, durability in (
         ("sqlite", "NORMAL", "process"),
         ("sqlite-power", "FULL", "power"),
@@ -475,10 +479,11 @@ def build(args: argparse.Namespace, tmp: str, stack: ExitStack) -> list[Group]:
         )
     if args.pg:
         dsn = stack.enter_context(pg_database(args.pg, "loop"))
-        for name, setting, durability, commit, suffix in (
+        pg_groups: tuple[tuple[str, str, str | None, str | None, str], ...] = (
             ("postgres", "PG sync commit", None, None, ""),
             ("postgres-process", "PG synchronous_commit=off", "process", "off", "_process"),
-        ):
+        )
+        for name, setting, durability, commit, suffix in pg_groups:
             store = stack.enter_context(
                 RecallStore.open(pg_schema(dsn, "recall" + suffix), durability=durability)
             )
@@ -592,8 +597,9 @@ def targets(groups: Sequence[Group], calls: int) -> str:
     lines = [
         "| database | added per durable tool call, wall [quartiles] | CPU [quartiles] | target "
         "| x call4agents' added (wall, CPU) | met (wall) | the records alone: recall vs ToolNode "
-        "with a lone call inline, wall [quartiles] |",
-        "|---|---|---|---|---|---|---|",
+        "with a lone call inline, wall [quartiles] | noise floor: ToolNode against itself, wall "
+        "[quartiles] |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for group in groups:
         plain = find(group.cases, LOOP, PLAIN)
@@ -601,12 +607,13 @@ def targets(groups: Sequence[Group], calls: int) -> str:
         a = added(recall, plain, calls)
         records = added(recall, find(group.cases, LOOP, INLINE), calls)
         c4a = added(find(group.cases, LOOP, C4A), plain, calls)
+        noise = added(find(group.cases, LOOP, PLAIN_AGAIN), plain, calls)
         limit = TARGET_MS.get(group.name)
         lines.append(
             f"| {TITLES[group.name]} | {_q(a.wall)} ms | {_q(a.cpu)} ms | "
             f"{'-' if limit is None else f'< {limit} ms'} | {a.wall[0] / c4a.wall[0]:.2f}, "
             f"{a.cpu[0] / c4a.cpu[0]:.2f} (target: <= 0.17 on SQLite) | "
-            f"{verdict(a.wall, limit)} | {_q(records.wall)} ms |"
+            f"{verdict(a.wall, limit)} | {_q(records.wall)} ms | {_q(noise.wall)} ms |"
         )
     return "\n".join(lines)
 
@@ -1014,7 +1021,11 @@ def main(argv: list[str] | None = None) -> None:
             "thread, where ToolNode starts and joins a thread pool for it; that saving is in the "
             "headline figure (it is what a user switching sees), and the last column of the first "
             "table leaves it out: recall against `ToolNode, lone call inline` on the bare saver, "
-            "the cost of the durable records alone. Wall time is what a user waits; CPU time "
+            "the cost of the durable records alone. `ToolNode + bare saver, again` is the same "
+            "graph timed as a second subject: its added cost is zero in truth, so its quartiles "
+            "(the first table's last column) are what this machine's noise alone makes of a "
+            "difference; a target the noise floor's quartiles straddle cannot be resolved in that "
+            "run. Wall time is what a user waits; CPU time "
             "(all threads of the process) leaves out most of the other jobs on this shared "
             "machine. A target counts as met only when the upper quartile is under it. `x call4agents' added` divides by call4agents' figure in the same "
             "group; `floor commits' worth` divides by the floor's single INSERT + COMMIT. After "

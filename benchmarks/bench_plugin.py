@@ -68,6 +68,8 @@ LOOP = "10-step loop"
 FLOOR = "INSERT + COMMIT"
 BARE = "bare saver + ToolNode"
 PLUGIN = "whole plugin"
+# The bare loop timed as a second subject: what a ratio reads when nothing differs.
+BARE_AGAIN = "bare saver + ToolNode, again (A/A)"
 RATIO_TARGET = 1.3
 LOOKUP_TARGET_US = 20.0
 RECORD_TARGET_US = 20.0
@@ -110,7 +112,7 @@ def loop_cases(
         )
     ]
     for durability in ("async", "sync"):
-        for subject, graph in ((BARE, plain), (PLUGIN, plugin)):
+        for subject, graph in ((BARE, plain), (BARE_AGAIN, plain), (PLUGIN, plugin)):
             cases.append(
                 LoopCase(
                     f"{LOOP}, durability={durability}",
@@ -251,8 +253,9 @@ def _quart(values: list[float]) -> tuple[float, float, float]:
 def loop_table(cases: Sequence[Case]) -> str:
     lines = [
         "| loop | bare ms (round medians) | plugin ms (round medians) | plugin / bare, wall "
-        "[quartiles of per-round ratios] | plugin / bare, CPU [quartiles] |",
-        "|---|---|---|---|---|",
+        "[quartiles of per-round ratios] | plugin / bare, CPU [quartiles] | noise floor: bare / "
+        "bare again, wall [quartiles] |",
+        "|---|---|---|---|---|---|",
     ]
     for case in cases:
         if not case.operation.startswith(LOOP) or case.subject != BARE:
@@ -260,9 +263,11 @@ def loop_table(cases: Sequence[Case]) -> str:
         plugin = find(cases, case.operation, PLUGIN)
         wall = _quart(_ratios(plugin, case, "round_medians"))
         cpu = _quart(_ratios(plugin, case, "cpu_round_medians"))
+        noise = _quart(_ratios(find(cases, case.operation, BARE_AGAIN), case, "round_medians"))
         lines.append(
             f"| {case.operation} | {_ms(case)} | {_ms(plugin)} | **{wall[0]:.2f}** "
-            f"[{wall[1]:.2f}, {wall[2]:.2f}] | **{cpu[0]:.2f}** [{cpu[1]:.2f}, {cpu[2]:.2f}] |"
+            f"[{wall[1]:.2f}, {wall[2]:.2f}] | **{cpu[0]:.2f}** [{cpu[1]:.2f}, {cpu[2]:.2f}] | "
+            f"{noise[0]:.2f} [{noise[1]:.2f}, {noise[2]:.2f}] |"
         )
     return "\n".join(lines)
 
@@ -345,7 +350,9 @@ def main(argv: list[str] | None = None) -> None:
             "ran in the same round), then the median and quartiles over the rounds, of wall "
             "time (what a user waits) and of CPU time (all threads; it leaves out most of the "
             "other jobs on this shared machine). A target counts as met only when the upper "
-            "quartile is under it. The plugin's agent node builds a fresh briefing (working state, "
+            "quartile is under it. `bare / bare again` times the bare loop as a second subject: "
+            "its true ratio is 1, so its quartiles show how far this machine's noise alone moves "
+            "a ratio in that run. The plugin's agent node builds a fresh briefing (working state, "
             "pointers, open actions, recent turns not in the input) before every model call; "
             "its checkpointer takes the agent's lease at the start, stamps the lease epoch on "
             "every checkpoint and records every message as a turn before `invoke` returns. "
