@@ -8,8 +8,11 @@ memory.
 
 Nothing may read the action as open meanwhile, in this process: every transaction the
 database opens first makes sure no end is due (``Database.tx``): it waits for a write already
-carrying some, and writes the others itself. So a briefing, a claim, a listing or a person's
-``resolve`` in this process never sees a finished call as in doubt. The end's statement changes
+carrying some, and writes the others itself. So a claim, a listing or a person's ``resolve`` in
+this process never sees a finished call as in doubt. The briefing is the one reader that does
+neither: it takes ``finished()`` first and leaves those calls out of the calls in doubt
+(``Database.tx(land=False)``), since it runs before every model call, often before the task's
+write has taken the ends it is to carry. The end's statement changes
 nothing when the attempt has an end already (one a person or a resolver recorded first stays).
 The lease's release is such a transaction, so a run's ends are written before its lease goes;
 ``RecallStore.close()`` writes what is left. A process killed before any of these loses the
