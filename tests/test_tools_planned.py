@@ -41,10 +41,13 @@ def _graph(
     effects: str,
     script: list[Any],
     klass: str = "external",
+    layout: str = "node",
     **kw: Any,
 ) -> Any:
     node = DurableToolNode([_send_tool(effects)], classes={"send": klass})
-    graph = build_graph(node, [*script, reply("all sent")], store=store, checkpointer=saver)
+    graph = build_graph(
+        node, [*script, reply("all sent")], store=store, checkpointer=saver, layout=layout
+    )
     if kw:
         graph = graph.builder.compile(store=store, checkpointer=saver, **kw)
     return graph
@@ -298,12 +301,14 @@ async def test_async_runs_claim_with_the_checkpoint_too(
 # --- a process killed between the AI message's checkpoint and the tool ------------------------
 
 
-def planned_worker(target: str, agent_id: str, effects: str, klass: str) -> int:
+def planned_worker(
+    target: str, agent_id: str, effects: str, klass: str, layout: str = "node"
+) -> int:
     """Run the agent (three sends) to its end; with faults armed, die where they say."""
     store = RecallStore.open(target)
     try:
         saver = store.checkpointer(lease_ttl=30.0, wait=60.0, holder=f"worker-{agent_id}")
-        graph = _graph(store, saver, effects, _sends(3), klass=klass)
+        graph = _graph(store, saver, effects, _sends(3), klass=klass, layout=layout)
         config = {"configurable": {"thread_id": agent_id}}
         ok = run_to_end(graph, config, {"messages": [HumanMessage("go")]}, durability="sync")
         return 0 if ok else 3
@@ -318,6 +323,7 @@ def run_worker(
     effects: str,
     klass: str = "external",
     faults: str = "",
+    layout: str = "node",
 ) -> int | None:
     """``planned_worker`` in a fresh interpreter, with ``faults`` armed there; its exit code."""
     monkeypatch.setenv("LANGGRAPH_RECALL_FAULTS", faults)
@@ -327,24 +333,32 @@ def run_worker(
         agent_id=agent_id,
         effects=effects,
         klass=klass,
+        layout=layout,
     )
     return worker.wait(120)
 
 
-@pytest.mark.parametrize("klass", ["external", "idempotent"])
+@pytest.mark.parametrize(
+    ("klass", "layout"), [("external", "node"), ("idempotent", "node"), ("external", "send")]
+)
 def test_killed_after_the_checkpoint_that_holds_the_intent(
-    store_target: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, klass: str
+    store_target: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, klass: str, layout: str
 ) -> None:
+    # "send": the calls reach the tool node through Send, as create_agent's do; the checkpoint
+    # holding the sends carries the intent.
     effects = str(tmp_path / "effects")
     # Checkpoints: the input, the human message, the first AI message, its tool's answer, the
     # second AI message (5th): its call is planned there. Exit right after that commit.
-    assert run_worker(monkeypatch, store_target, "k", effects, klass, "after_put=5:exit") == 99
+    exit_code = run_worker(
+        monkeypatch, store_target, "k", effects, klass, "after_put=5:exit", layout
+    )
+    assert exit_code == 99
     assert _sent(effects) == ["u0@example.com"]
     with RecallStore.open(store_target) as store:
         (open_call,) = store.actions("k", open_only=True)  # the intent is there, not run
         assert open_call.args == {"to": "u1@example.com"}
 
-    assert run_worker(monkeypatch, store_target, "k", effects, klass) == 0
+    assert run_worker(monkeypatch, store_target, "k", effects, klass, layout=layout) == 0
     sent = [e for e in read_effects(effects, "send")]
     with RecallStore.open(store_target) as store:
         if klass == "external":
