@@ -128,10 +128,7 @@ def section(cases: list[LoopCase], calls: int) -> str:
     ]
     for case in (own, carried, rides):
         a = added(case, plain, calls)
-        lines.append(
-            f"| {case.subject} | **{a.wall[0]:.3f}** [{a.wall[1]:.3f}, {a.wall[2]:.3f}] | "
-            f"{a.cpu[0]:.3f} [{a.cpu[1]:.3f}, {a.cpu[2]:.3f}] |"
-        )
+        lines.append(f"| {case.subject} | {a.wall.show()} | {a.cpu.show()} |")
     # Paired round by round: both subjects ran in the same round, so a loaded moment of the
     # machine lands on both.
     lines.append("")
@@ -142,8 +139,8 @@ def section(cases: list[LoopCase], calls: int) -> str:
         saved = added(more, less, calls)
         lines.append(
             f"Saved per call ({label}, per round): "
-            f"**{saved.wall[0]:.3f} ms** [{saved.wall[1]:.3f}, {saved.wall[2]:.3f}] wall, "
-            f"{saved.cpu[0]:.3f} ms CPU."
+            f"{saved.wall.show()} ms wall (95% interval of the median "
+            f"{saved.wall.interval()}), {saved.cpu.median:.3f} ms CPU."
         )
         lines.append("")
     return "\n".join(lines).rstrip()

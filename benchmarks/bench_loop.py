@@ -59,7 +59,16 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import TypedDict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import Case, find, machine, run_interleaved, write_report  # noqa: E402
+from _harness import (  # noqa: E402
+    Case,
+    Spread,
+    find,
+    machine,
+    run_interleaved,
+    spread,
+    verdict,
+    write_report,
+)
 
 from langgraph_recall import DurableToolNode, RecallStore  # noqa: E402
 from langgraph_recall.testing import ScriptedChatModel, call, reply  # noqa: E402
@@ -510,20 +519,10 @@ def build(args: argparse.Namespace, tmp: str, stack: ExitStack) -> list[Group]:
 
 @dataclass
 class Added:
-    """Added ms per tool call over the rounds: median and quartiles, wall and CPU."""
+    """Added ms per tool call over the rounds, wall and CPU (median, quartiles, interval)."""
 
-    wall: tuple[float, float, float]
-    cpu: tuple[float, float, float]
-
-    @property
-    def median(self) -> float:
-        return self.wall[0]
-
-
-def _quartiles(values: Sequence[float]) -> tuple[float, float, float]:
-    ordered = sorted(values)
-    last = len(ordered) - 1
-    return statistics.median(ordered), ordered[last // 4], ordered[(3 * last + 3) // 4]
+    wall: Spread
+    cpu: Spread
 
 
 def added(subject: Case, plain: Case, calls: int) -> Added:
@@ -540,11 +539,7 @@ def added(subject: Case, plain: Case, calls: int) -> Added:
             strict=True,
         )
     ]
-    return Added(_quartiles(wall), _quartiles(cpu) if cpu else (0.0, 0.0, 0.0))
-
-
-def _q(q: tuple[float, float, float]) -> str:
-    return f"**{q[0]:.3f}** [{q[1]:.3f}, {q[2]:.3f}]"
+    return Added(spread(wall), spread(cpu or [0.0]))
 
 
 def ms(c: Case) -> str:
@@ -570,9 +565,9 @@ def group_table(group: Group, calls: int) -> str:
             continue
         a = added(case, plain, calls)
         lines.append(
-            f"| {case.subject} | {case.setting} | {ms(case)} | {_q(a.wall)} | {_q(a.cpu)} | "
-            f"{a.wall[0] / c4a.wall[0]:.2f}, {a.cpu[0] / c4a.cpu[0]:.2f} | "
-            f"{a.wall[0] * 1e3 / floor.median_us:.1f} |"
+            f"| {case.subject} | {case.setting} | {ms(case)} | {a.wall.show()} | {a.cpu.show()} | "
+            f"{a.wall.median / c4a.wall.median:.2f}, {a.cpu.median / c4a.cpu.median:.2f} | "
+            f"{a.wall.median * 1e3 / floor.median_us:.1f} |"
         )
     lines.append(
         f"| floor: one INSERT + COMMIT | {floor.setting} | {floor.median_us:.1f} µs "
@@ -582,24 +577,13 @@ def group_table(group: Group, calls: int) -> str:
     return "\n".join(lines)
 
 
-def verdict(q: tuple[float, float, float], limit: float | None) -> str:
-    """'yes' only when the upper quartile is under the limit; 'no' when the lower is over."""
-    if limit is None:
-        return "-"
-    if q[2] < limit:
-        return "yes"
-    if q[1] > limit:
-        return "**no**"
-    return "unresolved (the quartiles straddle it at this load)"
-
-
 def targets(groups: Sequence[Group], calls: int) -> str:
     lines = [
-        "| database | added per durable tool call, wall [quartiles] | CPU [quartiles] | target "
-        "| x call4agents' added (wall, CPU) | met (wall) | the records alone: recall vs ToolNode "
-        "with a lone call inline, wall [quartiles] | noise floor: ToolNode against itself, wall "
-        "[quartiles] |",
-        "|---|---|---|---|---|---|---|---|",
+        "| database | added per durable tool call, wall [quartiles] | 95% interval of that "
+        "median | CPU [quartiles] | target | x call4agents' added (wall, CPU) | met (wall) | the "
+        "records alone: recall vs ToolNode with a lone call inline, wall [quartiles] | noise "
+        "floor: ToolNode against itself, wall [quartiles]; 95% interval of its median |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for group in groups:
         plain = find(group.cases, LOOP, PLAIN)
@@ -610,10 +594,11 @@ def targets(groups: Sequence[Group], calls: int) -> str:
         noise = added(find(group.cases, LOOP, PLAIN_AGAIN), plain, calls)
         limit = TARGET_MS.get(group.name)
         lines.append(
-            f"| {TITLES[group.name]} | {_q(a.wall)} ms | {_q(a.cpu)} ms | "
-            f"{'-' if limit is None else f'< {limit} ms'} | {a.wall[0] / c4a.wall[0]:.2f}, "
-            f"{a.cpu[0] / c4a.cpu[0]:.2f} (target: <= 0.17 on SQLite) | "
-            f"{verdict(a.wall, limit)} | {_q(records.wall)} ms | {_q(noise.wall)} ms |"
+            f"| {TITLES[group.name]} | {a.wall.show()} ms | {a.wall.interval()} ms | {a.cpu.show()} ms | "
+            f"{'-' if limit is None else f'< {limit} ms'} | {a.wall.median / c4a.wall.median:.2f}, "
+            f"{a.cpu.median / c4a.cpu.median:.2f} (target: <= 0.17 on SQLite) | "
+            f"{verdict(a.wall, limit)} | {records.wall.show()} ms | {noise.wall.show()} ms; "
+            f"{noise.wall.interval()} ms |"
         )
     return "\n".join(lines)
 
@@ -1023,11 +1008,15 @@ def main(argv: list[str] | None = None) -> None:
             "table leaves it out: recall against `ToolNode, lone call inline` on the bare saver, "
             "the cost of the durable records alone. `ToolNode + bare saver, again` is the same "
             "graph timed as a second subject: its added cost is zero in truth, so its quartiles "
-            "(the first table's last column) are what this machine's noise alone makes of a "
-            "difference; a target the noise floor's quartiles straddle cannot be resolved in that "
-            "run. Wall time is what a user waits; CPU time "
-            "(all threads of the process) leaves out most of the other jobs on this shared "
-            "machine. A target counts as met only when the upper quartile is under it. `x call4agents' added` divides by call4agents' figure in the same "
+            "(the first table's last column) are what this machine's noise alone makes of one "
+            "round's difference, and the interval of its median should hold zero. Wall time is "
+            "what a user waits; CPU time (all threads of the process) leaves out most of the "
+            "other jobs on this shared machine. A target counts as met only when the whole 95% "
+            "interval of the median (distribution-free: order statistics of the per-round "
+            "values) is under it, and as missed when the whole interval is over it. At 21 rounds "
+            "that interval is the quartiles; more rounds narrow it, where the quartiles, one "
+            "round's noise, stay as wide. `x call4agents' added` divides by call4agents' figure "
+            "in the same "
             "group; `floor commits' worth` divides by the floor's single INSERT + COMMIT. After "
             "the rounds each subject's last loop is checked: langgraph-recall recorded every "
             "action done and every message as a turn, call4agents wrote a result per call.\n\n"
