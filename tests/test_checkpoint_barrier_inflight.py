@@ -4,7 +4,9 @@ put it waits for), and still says False when that put fails."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -80,4 +82,66 @@ def test_waiting_on_a_checkpoint_being_written_here_reads_nothing(
     if not fail:
         # Written: a later wait answers from memory too.
         assert cp.wait_durable(config, checkpoint["id"], timeout=1) is True
+    cp.close()
+
+
+class _CountingSaver(InMemorySaver):
+    """Counts the reads of one exact checkpoint (the barrier's kind of read)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exact_reads: list[str] = []
+
+    def get_tuple(self, config: Any) -> Any:
+        wanted = config["configurable"].get("checkpoint_id")
+        if wanted:
+            self.exact_reads.append(wanted)
+        return super().get_tuple(config)
+
+
+@pytest.mark.parametrize("how", ["invoke", "ainvoke"])
+def test_a_run_waiting_on_its_own_checkpoint_under_async_reads_nothing(
+    store: RecallStore, tmp_path: Any, how: str
+) -> None:
+    """Under ``durability="async"`` the tool node can reach the barrier before LangGraph's
+    background thread has begun the put of the AI message's checkpoint. That checkpoint is the
+    run's own: the barrier waits for its put without reading the saver (a read finds nothing
+    there and queues on the saver's lock ahead of the put). A delay in front of each put makes
+    the tool node get there first every time."""
+    from fix_tools import build_graph, call, email_tool, read_effects, reply
+
+    from langgraph_recall import DurableToolNode
+
+    inner = _CountingSaver()
+    cp = store.checkpointer(inner, lease_ttl=30)
+    slow_put = cp.put
+
+    def put(*args: Any) -> Any:
+        time.sleep(0.05)
+        return slow_put(*args)
+
+    slow_aput = cp.aput
+
+    async def aput(*args: Any) -> Any:
+        await asyncio.sleep(0.05)
+        return await slow_aput(*args)
+
+    cp.put = put  # type: ignore[method-assign]
+    cp.aput = aput  # type: ignore[method-assign]
+    effects = str(tmp_path / "effects.jsonl")
+    node = DurableToolNode([email_tool(effects)], classes={"send_email": "external"})
+    script = [
+        reply("", call("send_email", to="a@x")),
+        reply("", call("send_email", to="b@x")),
+        reply("done"),
+    ]
+    graph = build_graph(node, script, store=store, checkpointer=cp)
+    config = {"configurable": {"thread_id": "t-own", "agent_id": "own"}}
+    if how == "invoke":
+        graph.invoke({"messages": [("user", "go")]}, config, durability="async")
+    else:
+        asyncio.run(graph.ainvoke({"messages": [("user", "go")]}, config, durability="async"))
+    assert [e["to"] for e in read_effects(effects, "email")] == ["a@x", "b@x"]
+    assert [a.status for a in store.actions("own")] == ["done", "done"]
+    assert inner.exact_reads == []
     cp.close()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
-from .._context import configurable, thread_id_of
+from .._context import agent_id_of, configurable, thread_id_of
 
 
 class DurableLog:
@@ -102,10 +102,8 @@ class DurabilityBarrier:
         """
         thread_id = str(thread_id_of(config))
         durable: DurableLog = self._shared.durable
-        # A checkpoint this process is writing right now needs no saver read: the read would
-        # queue behind that very put on the saver's lock, and the put's end wakes us anyway.
         if durable.seen(thread_id, checkpoint_id) or (
-            not durable.writing(thread_id, checkpoint_id)
+            self._may_be_saved(config, thread_id, checkpoint_id)
             and self._written(thread_id, checkpoint_id)
         ):
             return True
@@ -122,7 +120,7 @@ class DurabilityBarrier:
         thread_id = str(thread_id_of(config))
         durable: DurableLog = self._shared.durable
         if durable.seen(thread_id, checkpoint_id) or (
-            not durable.writing(thread_id, checkpoint_id)
+            self._may_be_saved(config, thread_id, checkpoint_id)
             and await self._awritten(thread_id, checkpoint_id)
         ):
             return True
@@ -131,6 +129,29 @@ class DurabilityBarrier:
         if await asyncio.to_thread(durable.wait, thread_id, checkpoint_id, timeout):
             return True
         return await self._awritten(thread_id, checkpoint_id)
+
+    def _may_be_saved(self, config: RunnableConfig, thread_id: str, checkpoint_id: str) -> bool:
+        """Whether a saver read could find this checkpoint before this process's put of it.
+
+        Not when that put is under way, nor when the checkpoint is younger than the one this
+        process's live run of the thread started from: the run made it, and under
+        ``durability="async"`` LangGraph hands its put to a background thread that may not have
+        begun when the tool node asks. A read then finds nothing, costs a whole checkpoint
+        read (a round trip on PostgreSQL), and queues on the saver's lock ahead of that very
+        put; the put's end wakes the waiter anyway. A checkpoint of another process, or the
+        one the run restored, is read as before.
+        """
+        durable: DurableLog = self._shared.durable
+        if durable.writing(thread_id, checkpoint_id):
+            return False
+        run = self._shared.runs.run_of(agent_id_of(config))
+        return not (
+            run is not None
+            and not run.ended
+            and run.thread_id == thread_id
+            and run.start_id is not None
+            and checkpoint_id > run.start_id
+        )
 
     def _written(self, thread_id: str, checkpoint_id: str) -> bool:
         return self.inner.get_tuple(_checkpoint_config(thread_id, checkpoint_id)) is not None

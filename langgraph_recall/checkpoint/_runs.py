@@ -92,9 +92,14 @@ class Run:
     # Claims written ahead with a checkpoint of this run (``_plans``), by action id, until the
     # tool node takes them; those left when the run ends never started.
     planned: dict[str, Any] = field(default_factory=dict)
+    # The id of the checkpoint the run started from ("" on a new thread; None until read).
+    # Checkpoint ids grow with time, so a root checkpoint of this thread with a greater id is
+    # one this run made: the durability barrier waits for its put without a saver read.
+    start_id: str | None = None
 
-    def restored(self, messages: list[BaseMessage] | None) -> None:
+    def restored(self, messages: list[BaseMessage] | None, start_id: str) -> None:
         self.turns = TurnBuffer(messages or ())
+        self.start_id = start_id
 
 
 class RunLifecycle:
@@ -186,7 +191,7 @@ class RunLifecycle:
         """The run loaded ``saved``: its messages are history, never recorded by this run."""
         values = saved.checkpoint["channel_values"] if saved else {}
         messages = messages_in(values.get(self.messages_key))
-        run.restored(messages)
+        run.restored(messages, saved.checkpoint["id"] if saved else "")
         if messages:
             # A crash may have left some of these checkpointed but unrecorded.
             self.recorder.submit(run.agent_id, run.thread_id, messages, catch_up=True)
