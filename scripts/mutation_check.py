@@ -673,6 +673,14 @@ MUTATIONS = [
         "",
         ("tests/test_tools_planned.py::-k::first_call_of_another_tool",),
     ),
+    Mutation(
+        "barrier_own_checkpoint",
+        "the barrier reads no saver for a checkpoint its own run made (async puts)",
+        "langgraph_recall/checkpoint/_durable.py",
+        "            and checkpoint_id > run.start_id\n",
+        "            and False\n",
+        ("tests/test_checkpoint_barrier_inflight.py::-k::own_checkpoint",),
+    ),
 ]
 
 
