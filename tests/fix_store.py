@@ -128,13 +128,13 @@ def captured_sql(monkeypatch: Any) -> Iterator[list[tuple[str, list[Any]]]]:
     seen: list[tuple[str, list[Any]]] = []
     real_all, real_one = Tx.all, Tx.one
 
-    def spy_all(self: Tx, sql: str, params: Any = ()) -> Any:
+    def spy_all(self: Tx, sql: str, params: Any = (), **options: Any) -> Any:
         seen.append((sql, list(params)))
-        return real_all(self, sql, params)
+        return real_all(self, sql, params, **options)
 
-    def spy_one(self: Tx, sql: str, params: Any = ()) -> Any:
+    def spy_one(self: Tx, sql: str, params: Any = (), **options: Any) -> Any:
         seen.append((sql, list(params)))
-        return real_one(self, sql, params)
+        return real_one(self, sql, params, **options)
 
     with monkeypatch.context() as m:
         m.setattr(Tx, "all", spy_all)

@@ -72,21 +72,35 @@ class Tx:
         """
         return self._owner is not None and self._owner.promote()
 
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    def all(self, sql: str, params: Sequence[Any] = (), *, fresh_plan: bool = False) -> list[Row]:
+        """Every row. ``fresh_plan``: see ``one``."""
         if self.learned is not None:
             rows = self.learned.take(sql, params)
             if rows is not None:
                 return rows
-        cur = self._cur.execute(self._db.sql(sql), self._p(params))
+        cur = self._execute(sql, params, fresh_plan)
         return list(cur.fetchall()) if self._db.has_rows(cur) else []
 
-    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+    def one(self, sql: str, params: Sequence[Any] = (), *, fresh_plan: bool = False) -> Row | None:
+        """The first row, or None.
+
+        ``fresh_plan`` (PostgreSQL): plan this statement anew each time instead of letting
+        psycopg prepare it. A prepared statement's generic plan is made once, from the
+        statistics of that moment, and kept for the connection's life; for a statement that
+        can pick between two indexes, one made while a table was small can stay wrong as the
+        table grows (see ``_records.record_pg``).
+        """
         if self.learned is not None:
             rows = self.learned.take(sql, params)
             if rows is not None:
                 return rows[0] if rows else None
-        cur = self._cur.execute(self._db.sql(sql), self._p(params))
+        cur = self._execute(sql, params, fresh_plan)
         return cur.fetchone() if self._db.has_rows(cur) else None
+
+    def _execute(self, sql: str, params: Sequence[Any], fresh_plan: bool) -> Any:
+        if fresh_plan and self._db.dialect == "postgres":
+            return self._cur.execute(self._db.sql(sql), self._p(params), prepare=False)
+        return self._cur.execute(self._db.sql(sql), self._p(params))
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         if self.learned is not None:
