@@ -681,6 +681,14 @@ MUTATIONS = [
         "            and False\n",
         ("tests/test_checkpoint_barrier_inflight.py::-k::own_checkpoint",),
     ),
+    Mutation(
+        "record_fresh_plan",
+        "PostgreSQL recording is planned afresh, never from a generic plan made when small",
+        "langgraph_recall/store/_db.py",
+        "        if fresh_plan and self._db.dialect == \"postgres\":\n",
+        "        if False:\n",
+        ("tests/test_store_pg_plans.py",),
+    ),
 ]
 
 
