@@ -685,7 +685,7 @@ MUTATIONS = [
         "record_fresh_plan",
         "PostgreSQL recording is planned afresh, never from a generic plan made when small",
         "langgraph_recall/store/_db.py",
-        "        if fresh_plan and self._db.dialect == \"postgres\":\n",
+        '        if fresh_plan and self._db.dialect == "postgres":\n',
         "        if False:\n",
         ("tests/test_store_pg_plans.py",),
     ),
