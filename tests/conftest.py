@@ -70,6 +70,17 @@ def pg_dsn(pg_database: str) -> str:
     return with_schema(pg_database, schema)
 
 
+@pytest.fixture
+def pg_store(pg_dsn: str) -> Iterator[RecallStore]:
+    """A PostgreSQL store with one pooled connection: every statement runs in one session, so
+    a test can look at that session (what it prepared, what a read ahead left behind)."""
+    store = RecallStore.open(pg_dsn, pool_size=1)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "postgres":

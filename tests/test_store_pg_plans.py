@@ -9,7 +9,6 @@ every turn of the agent for each message: at 5.7k turns, 2.5 ms a message instea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,16 +17,6 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph_recall.store import RecallStore
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def one_connection_store(pg_dsn: str) -> Iterator[RecallStore]:
-    # One pooled connection: every statement below runs in the session inspected afterwards.
-    s = RecallStore.open(pg_dsn, pool_size=1)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def _pair(k: int) -> list[Any]:
@@ -46,8 +35,8 @@ def _prepared(store: RecallStore) -> list[tuple[str, int]]:
     return [(str(r[0]), int(r[1])) for r in rows]
 
 
-def test_recording_is_planned_afresh_each_time(one_connection_store: RecallStore) -> None:
-    store = one_connection_store
+def test_recording_is_planned_afresh_each_time(pg_store: RecallStore) -> None:
+    store = pg_store
     for k in range(12):  # past psycopg's prepare threshold and the server's five custom plans
         assert store.record("a", _pair(k)) == 2
     recording = [(s, g) for s, g in _prepared(store) if "recall_turns" in s and "msg_id" in s]
@@ -56,13 +45,13 @@ def test_recording_is_planned_afresh_each_time(one_connection_store: RecallStore
 
 
 def test_a_long_list_reads_recorded_ids_with_a_fresh_plan(
-    one_connection_store: RecallStore,
+    pg_store: RecallStore,
 ) -> None:
     """More than ONE_STATEMENT_MAX messages take the locking path, whose read of the ids
     already recorded has the same choice of index."""
     from langgraph_recall.store._records import ONE_STATEMENT_MAX
 
-    store = one_connection_store
+    store = pg_store
     history = [m for k in range(ONE_STATEMENT_MAX) for m in _pair(k)]
     for _ in range(7):  # the whole history again and again: nothing new after the first
         store.record("b", history)

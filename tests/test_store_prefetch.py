@@ -7,7 +7,6 @@ runs (and fails) on its own as before.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,16 +16,6 @@ from langgraph_recall import RecallStore
 from langgraph_recall.store import _prefetch
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def pg_store(pg_dsn: str) -> Iterator[RecallStore]:
-    # One connection: what a transaction reads ahead and what it runs meet on one session.
-    store = RecallStore.open(pg_dsn, pool_size=1)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 @pytest.fixture
