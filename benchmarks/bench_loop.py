@@ -24,6 +24,9 @@ added cost per durable tool call is (recall - plain) / calls, from the per-round
     python benchmarks/bench_loop.py            # SQLite and PostgreSQL, 11 rounds
     python benchmarks/bench_loop.py --no-pg --rounds 3
     python benchmarks/bench_loop.py --profile    # where the added time goes (counts, timings)
+    python benchmarks/bench_loop.py --focus --rounds 101 --per-round 3   # the targets alone
+
+A target is met when the whole 95% interval of the median (``_harness.spread``) is under it.
 
 PostgreSQL: a throwaway database is created on the server named by ``--pg`` (default
 ``postgresql://postgres@127.0.0.1:5432/postgres``, or ``$RECALL_BENCH_PG``) and dropped.
