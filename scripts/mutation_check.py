@@ -682,6 +682,16 @@ MUTATIONS = [
         ("tests/test_checkpoint_barrier_inflight.py::-k::own_checkpoint",),
     ),
     Mutation(
+        "barrier_own_waits",
+        "an own checkpoint skips the saver read, not the wait for its put",
+        "langgraph_recall/checkpoint/_durable.py",
+        "            self._may_be_saved(config, thread_id, checkpoint_id)\n"
+        "            and self._written(thread_id, checkpoint_id)\n",
+        "            not self._may_be_saved(config, thread_id, checkpoint_id)\n"
+        "            or self._written(thread_id, checkpoint_id)\n",
+        ("tests/test_checkpoint_barrier_inflight.py::-k::own_checkpoint",),
+    ),
+    Mutation(
         "record_fresh_plan",
         "PostgreSQL recording is planned afresh, never from a generic plan made when small",
         "langgraph_recall/store/_db.py",

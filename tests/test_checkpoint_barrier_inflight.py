@@ -10,8 +10,10 @@ import time
 from typing import Any
 
 import pytest
+from langchain_core.tools import tool
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import ToolRuntime
 
 from langgraph_recall.store import RecallStore
 
@@ -106,9 +108,10 @@ def test_a_run_waiting_on_its_own_checkpoint_under_async_reads_nothing(
     """Under ``durability="async"`` the tool node can reach the barrier before LangGraph's
     background thread has begun the put of the AI message's checkpoint. That checkpoint is the
     run's own: the barrier waits for its put without reading the saver (a read finds nothing
-    there and queues on the saver's lock ahead of the put). A delay in front of each put makes
-    the tool node get there first every time."""
-    from fix_tools import build_graph, call, email_tool, read_effects, reply
+    there and queues on the saver's lock ahead of the put), and the tool still starts only once
+    the checkpoint is saved. A delay in front of each put makes the tool node get there first
+    every time."""
+    from fix_tools import build_graph, call, reply
 
     from langgraph_recall import DurableToolNode
 
@@ -128,8 +131,23 @@ def test_a_run_waiting_on_its_own_checkpoint_under_async_reads_nothing(
 
     cp.put = put  # type: ignore[method-assign]
     cp.aput = aput  # type: ignore[method-assign]
-    effects = str(tmp_path / "effects.jsonl")
-    node = DurableToolNode([email_tool(effects)], classes={"send_email": "external"})
+    ran: list[tuple[str, bool]] = []
+
+    @tool
+    def send_email(to: str, runtime: ToolRuntime) -> str:
+        """Send an email."""
+        asked_by = {
+            "configurable": {
+                "thread_id": "t-own",
+                "checkpoint_ns": "",
+                "checkpoint_id": runtime.execution_info.checkpoint_id,
+            }
+        }
+        # Read past the counter: this read is the test's, not the barrier's.
+        ran.append((to, InMemorySaver.get_tuple(inner, asked_by) is not None))
+        return f"sent to {to}"
+
+    node = DurableToolNode([send_email], classes={"send_email": "external"})
     script = [
         reply("", call("send_email", to="a@x")),
         reply("", call("send_email", to="b@x")),
@@ -141,7 +159,8 @@ def test_a_run_waiting_on_its_own_checkpoint_under_async_reads_nothing(
         graph.invoke({"messages": [("user", "go")]}, config, durability="async")
     else:
         asyncio.run(graph.ainvoke({"messages": [("user", "go")]}, config, durability="async"))
-    assert [e["to"] for e in read_effects(effects, "email")] == ["a@x", "b@x"]
+    # Each call ran once, and only after the checkpoint of the AI message asking for it.
+    assert ran == [("a@x", True), ("b@x", True)]
     assert [a.status for a in store.actions("own")] == ["done", "done"]
     assert inner.exact_reads == []
     cp.close()
