@@ -435,6 +435,22 @@ MUTATIONS = [
         ("tests/test_store_prefetch.py::-k::cannot_run_ahead",),
     ),
     Mutation(
+        "prefetch_percent",
+        "a read sent ahead without parameters keeps its literal '%' (the statement has others')",
+        "langgraph_recall/store/_db.py",
+        'self.sql(s) if ps else self.sql(s).replace("%", "%%")',
+        "self.sql(s)",
+        ("tests/test_store_prefetch.py::-k::exactly_the_reads_own",),
+    ),
+    Mutation(
+        "prefetch_widths",
+        "each read's width is learned, so the next transaction's reads go as one statement",
+        "langgraph_recall/store/_db.py",
+        "            self.learned.ran(self._db.width(cur))\n",
+        "            self.learned.ran(0)\n",
+        ("tests/test_store_prefetch.py::-k::one_statement",),
+    ),
+    Mutation(
         "briefing_prefetch",
         "the briefing's reads are learned, and sent together from the second briefing on",
         "langgraph_recall/_briefing.py",

@@ -1,4 +1,4 @@
-"""PostgreSQL: the briefing's reads, learned once, sent together in one round trip next time.
+"""PostgreSQL: the briefing's reads, learned once, sent together as one statement next time.
 
 The prefetch may only save round trips: every answer must be what the read would have given
 when the transaction started, a write is never sent ahead, and a read that cannot run ahead
@@ -58,6 +58,81 @@ def test_a_second_briefing_reads_everything_in_one_round_trip(
     second = pg_store.briefing("a1").text
     assert answered and all(answered), answered
     assert second == first
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement psycopg sends (a pipeline's too, one by one)."""
+    import psycopg
+
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def spy(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", spy)
+    return sent
+
+
+def test_the_reads_ahead_are_one_statement(pg_store: RecallStore, statements: list[str]) -> None:
+    _history(pg_store, "one")
+    first = pg_store.briefing("one").text
+    statements.clear()
+    assert pg_store.briefing("one").text == first
+    assert len(statements) == 1, statements  # six reads, one statement, one round trip
+
+
+def _kinds(store: RecallStore) -> None:
+    with store._db.tx(write=True) as tx:
+        tx.run(
+            "CREATE TABLE kinds (id INT PRIMARY KEY, b BYTEA, f DOUBLE PRECISION, n BIGINT, "
+            "t TEXT, ok BOOLEAN, j JSONB)"
+        )
+        for row in [
+            (1, b"\x00\xff raw", 1.0, 2**40, "plain", True, '{"a": [1, 2.5, null]}'),
+            (2, None, 0.1 + 0.2, None, "\\x41 is not bytes", None, None),
+            (3, b"", -1e-300, -7, "", False, "[]"),
+            (4, b'{,}"', 1700000000.123456, 0, 'a "quoted", {braced} NULL', True, '"s"'),
+        ]:
+            tx.run("INSERT INTO kinds VALUES (?, ?, ?, ?, ?, ?, CAST(? AS JSONB))", row)
+
+
+# Reads of every shape the combined statement must carry back unchanged: each column type, NULLs,
+# several rows in a given order, no row, no parameter (with a literal "%"), the same read twice.
+_READS: list[tuple[str, tuple[Any, ...]]] = [
+    ("SELECT id, b, f, n, t, ok, j FROM kinds WHERE id > ? ORDER BY id DESC", (0,)),
+    ("SELECT t, b FROM kinds WHERE id = ?", (2,)),
+    ("SELECT id FROM kinds WHERE id > ? ORDER BY id", (99,)),
+    ("SELECT '100%' AS pct, count(*) FROM kinds", ()),
+    ("SELECT f FROM kinds WHERE t LIKE ? ORDER BY id", ("a%",)),
+    ("SELECT t, b FROM kinds WHERE id = ?", (2,)),
+]
+
+
+def _read_all(store: RecallStore, key: str) -> list[list[tuple[Any, ...]]]:
+    with store._db.tx(learn=key) as tx:
+        return [tx.all(sql, params) for sql, params in _READS]
+
+
+def test_answers_read_ahead_are_exactly_the_reads_own(
+    pg_store: RecallStore, answered: list[bool], statements: list[str]
+) -> None:
+    _kinds(pg_store)
+    direct = _read_all(pg_store, "kinds")
+    assert not any(answered)
+    answered.clear()
+    statements.clear()
+    ahead = _read_all(pg_store, "kinds")
+    assert answered == [True] * len(_READS) and len(statements) == 1
+    assert ahead == direct
+    # Not only equal: the same types (bytes, not a hex string; a float, not an int or Decimal).
+    assert [[[type(v) for v in row] for row in rows] for rows in ahead] == [
+        [[type(v) for v in row] for row in rows] for rows in direct
+    ]
+    assert [row[0] for row in ahead[0]] == [4, 3, 2, 1]  # the read's own order
+    assert ahead[3] == [("100%", 4)]
 
 
 def test_a_prefetched_briefing_sees_what_changed_since_the_last(

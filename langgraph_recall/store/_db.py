@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from .._errors import RecallError
 from ._due import DueEnds
-from ._prefetch import Learned, Plans, Read
+from ._prefetch import MAX_PLANS, Learned, Plans, Read, Step, combined, split
 from ._schema import MIGRATIONS, SCHEMA_VERSION, Dialect, render
 from ._wal import WalCheckpointer
 
@@ -79,7 +79,7 @@ class Tx:
             if rows is not None:
                 return rows
         cur = self._execute(sql, params, fresh_plan)
-        return list(cur.fetchall()) if self._db.has_rows(cur) else []
+        return list(cur.fetchall()) if self._has_rows(cur) else []
 
     def one(self, sql: str, params: Sequence[Any] = (), *, fresh_plan: bool = False) -> Row | None:
         """The first row, or None.
@@ -95,7 +95,12 @@ class Tx:
             if rows is not None:
                 return rows[0] if rows else None
         cur = self._execute(sql, params, fresh_plan)
-        return cur.fetchone() if self._db.has_rows(cur) else None
+        return cur.fetchone() if self._has_rows(cur) else None
+
+    def _has_rows(self, cur: Any) -> bool:
+        if self.learned is not None:  # the plan's combined statement needs each read's width
+            self.learned.ran(self._db.width(cur))
+        return self._db.has_rows(cur)
 
     def _execute(self, sql: str, params: Sequence[Any], fresh_plan: bool) -> Any:
         if fresh_plan and self._db.dialect == "postgres":
@@ -174,7 +179,7 @@ class Database(ABC):
         ``synchronous_commit=off`` for its own transaction only.
 
         ``learn=key`` (a read): PostgreSQL sends the reads the last transaction with this key
-        made in one pipeline before this one starts, and answers them from there (``_prefetch``);
+        made as one statement before this one starts, and answers them from there (``_prefetch``);
         SQLite, whose reads make no round trip, ignores it.
 
         ``land=False`` (a read): the caller leaves the calls of ``due.finished()``, taken
@@ -200,6 +205,11 @@ class Database(ABC):
     def has_rows(cur: Any) -> bool:
         """Whether the statement just run returns rows (SELECT, RETURNING), not a count."""
         return cur.description is not None
+
+    @staticmethod
+    def width(cur: Any) -> int:
+        """How many columns the statement just run answers (0 when unknown)."""
+        return 0
 
     @abstractmethod
     def close(self) -> None: ...
@@ -580,6 +590,7 @@ class PostgresDatabase(Database):
         # memory (it survives any client process dying, not the server crashing).
         self.synchronous_commit = synchronous_commit
         self.plans = Plans()
+        self._combined: dict[tuple[tuple[str, int], ...], str] = {}  # a plan's shape -> its SQL
         try:
             import psycopg
             from psycopg_pool import ConnectionPool
@@ -633,6 +644,11 @@ class PostgresDatabase(Database):
         result = cur.pgresult
         return result is not None and result.status == _TUPLES_OK
 
+    @staticmethod
+    def width(cur: Any) -> int:
+        result = cur.pgresult
+        return result.nfields if result is not None and result.status == _TUPLES_OK else 0
+
     @property
     def flushes_each_commit(self) -> bool:
         # None: the server's setting, on unless an administrator turned it off.
@@ -653,7 +669,8 @@ class PostgresDatabase(Database):
                     cur = conn.__dict__["_recall_cursor"] = conn.cursor()
                 learned = None
                 if learn is not None and not write:
-                    learned = Learned(self._prefetch(conn, self.plans.get(learn)))
+                    plan = self.plans.get(learn)
+                    learned = Learned(self._prefetch(cur, plan), plan)
                 try:
                     if write:
                         with conn.transaction():
@@ -679,32 +696,37 @@ class PostgresDatabase(Database):
                 f"PostgreSQL at {self.target} failed: {exc}", code="database"
             ) from exc
 
-    def _prefetch(self, conn: Any, plan: list[Read]) -> dict[Read, list[list[Row]]]:
-        """Run ``plan``'s reads in one pipeline; their rows by read (nothing, on any error)."""
+    def _prefetch(self, cur: Any, plan: list[Step]) -> dict[Read, list[list[Row]]]:
+        """Run ``plan``'s reads as one statement; their rows by read (nothing, on any error)."""
         import psycopg
 
-        if not plan:
+        if not plan or any(width <= 0 for _, width in plan):
             return {}
-        # A cursor per read (one cursor keeps one result), kept on the connection for reuse.
-        cursors: list[Any] = [c for c in conn.__dict__.get("_recall_prefetch", ()) if not c.closed]
-        conn.__dict__["_recall_prefetch"] = cursors
-        while len(cursors) < len(plan):
-            cursors.append(conn.cursor())
+        widths = [width for _, width in plan]
+        # A read's parameters are there or not by its SQL alone (its placeholders), so the
+        # SQL and widths name the statement.
+        shape = tuple((sql, width) for (sql, _), width in plan)
+        sql = self._combined.get(shape)
+        if sql is None:
+            # Sent with the other reads' parameters, a read without any must escape its "%".
+            sql = combined(
+                [(self.sql(s) if ps else self.sql(s).replace("%", "%%"), w) for (s, ps), w in plan]
+            )
+            if len(self._combined) >= MAX_PLANS:
+                self._combined.clear()
+            self._combined[shape] = sql
+        params = [p for (_, ps), _ in plan for p in ps]
         answers: dict[Read, list[list[Row]]] = {}
         try:
-            with conn.pipeline():
-                for c, (sql, params) in zip(cursors, plan, strict=False):
-                    c.execute(self.sql(sql), params or None)
-            for c, read in zip(cursors, plan, strict=False):
-                rows = list(c.fetchall()) if self.has_rows(c) else []
-                answers.setdefault(read, []).append(rows)
+            row = cur.execute(sql, params or None).fetchone()
         except psycopg.Error:
             # A read that cannot run now (a table gone, a type changed): run each on its own,
             # where its error, if it still has one, reaches the caller as usual.
             return {}
         finally:
-            for c in cursors[: len(plan)]:
-                _drop_results(conn, c)
+            _drop_results(cur.connection, cur)
+        for (read, _), rows in zip(plan, split(row, widths), strict=True):
+            answers.setdefault(read, []).append(rows)
         return answers
 
     def close(self) -> None:
