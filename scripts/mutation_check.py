@@ -260,21 +260,20 @@ MUTATIONS = [
         ("tests/test_store_concurrency.py::-k::same_messages",),
     ),
     Mutation(
-        "pg_record_probe",
-        "PostgreSQL: recording probes the index per message instead of reading all turns",
+        "pg_record_no_probe",
+        "PostgreSQL: recording new messages reads no recorded turn (the unique index decides)",
         "langgraph_recall/store/_records.py",
-        '            "WHERE (SELECT 1 FROM recall_turns t WHERE t.agent_id = ? "\n'
-        '            "AND t.msg_id = i.msg_id) IS NULL), "\n',
-        '            "WHERE NOT EXISTS (SELECT 1 FROM recall_turns t WHERE t.agent_id = ? "\n'
-        '            "AND t.msg_id = i.msg_id)), "\n',
-        ("tests/test_store_records.py::-k::index_entry_per_message",),
+        '            "CROSS JOIN ag RETURNING 1) "\n',
+        '            "CROSS JOIN ag WHERE NOT EXISTS (SELECT 1 FROM recall_turns t "\n'
+        '            "WHERE t.agent_id = ag.turn_seq::text AND t.msg_id = i.msg_id) RETURNING 1) "\n',
+        ("tests/test_store_records.py::-k::reads_no_recorded_turn",),
     ),
     Mutation(
         "pg_record_seq",
         "PostgreSQL: the one-statement recording numbers new turns after the agent's last",
         "langgraph_recall/store/_records.py",
-        '"data, size, output_ref, created_at) SELECT ?, ag.turn_seq - n.n + f.rn, f.msg_id, "',
-        '"data, size, output_ref, created_at) SELECT ?, ag.turn_seq - n.n + 1, f.msg_id, "',
+        '"data, size, output_ref, created_at) SELECT ?, ag.turn_seq - ? + i.ord, i.msg_id, "',
+        '"data, size, output_ref, created_at) SELECT ?, ag.turn_seq - ? + 1, i.msg_id, "',
         ("tests/test_store_concurrency.py::-k::gapless",),
     ),
     Mutation(

@@ -1,10 +1,12 @@
-"""PostgreSQL: recording is never run from a plan made while the turns table was small.
+"""PostgreSQL: recording never reads the recorded ids from a plan made while the table was small.
 
 psycopg prepares a statement after five runs, and the server then keeps one generic plan for
-it for the connection's life, made from the statistics of that moment. For the recording
-statement's existence probe (is this message recorded for this agent?) such a plan, made on a
-small or never-analyzed table (autovacuum off), used the primary key (agent_id, seq) and read
-every turn of the agent for each message: at 5.7k turns, 2.5 ms a message instead of 30 µs.
+it for the connection's life, made from the statistics of that moment. For a read of which
+messages are recorded for an agent, such a plan, made on a small or never-analyzed table
+(autovacuum off), used the primary key (agent_id, seq) and read every turn of the agent for
+each message: at 5.7k turns, 2.5 ms a message instead of 30 µs. The one-statement recording
+of new messages reads no recorded turn at all (``test_store_records``); the locking path,
+which a long or partly recorded list takes, does read them, and is planned afresh.
 """
 
 from __future__ import annotations
@@ -35,13 +37,16 @@ def _prepared(store: RecallStore) -> list[tuple[str, int]]:
     return [(str(r[0]), int(r[1])) for r in rows]
 
 
-def test_recording_is_planned_afresh_each_time(pg_store: RecallStore) -> None:
+def test_a_partly_recorded_batch_reads_recorded_ids_with_a_fresh_plan(
+    pg_store: RecallStore,
+) -> None:
+    """A short batch with a message recorded already goes to the locking path too."""
     store = pg_store
     for k in range(12):  # past psycopg's prepare threshold and the server's five custom plans
-        assert store.record("a", _pair(k)) == 2
-    recording = [(s, g) for s, g in _prepared(store) if "recall_turns" in s and "msg_id" in s]
-    assert recording == [], f"recording ran from a prepared plan: {recording}"
+        assert store.record("a", [*_pair(k - 1), *_pair(k)] if k else _pair(k)) == 2
     assert len(store.turns("a")) == 24
+    reads = [(s, g) for s, g in _prepared(store) if "SELECT msg_id FROM recall_turns" in s]
+    assert reads == [], f"the recorded ids were read from a prepared plan: {reads}"
 
 
 def test_a_long_list_reads_recorded_ids_with_a_fresh_plan(
