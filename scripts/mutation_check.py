@@ -707,6 +707,14 @@ MUTATIONS = [
         ("tests/test_checkpoint_barrier_inflight.py::-k::own_checkpoint",),
     ),
     Mutation(
+        "durable_log_keeps_wanted",
+        "the barrier's log never drops a put that a waiter is waiting for",
+        "langgraph_recall/checkpoint/_durable.py",
+        "            if key not in self._wanted:\n",
+        "            if True:\n",
+        ("tests/test_checkpoint_durable.py::-k::however_many",),
+    ),
+    Mutation(
         "record_fresh_plan",
         "PostgreSQL recording is planned afresh, never from a generic plan made when small",
         "langgraph_recall/store/_db.py",

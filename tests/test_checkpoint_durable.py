@@ -146,3 +146,30 @@ def test_a_failed_write_answers_waiters_with_no(store: RecallStore) -> None:
     waiter.join(30)
     assert answers == [False]
     cp.close()
+
+
+def test_a_waiter_finds_its_checkpoint_however_many_puts_land_before_it_wakes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The log keeps the newest `capacity` puts. A waiter wakes only when the lock is free, and
+    # by then other threads may have marked more puts than that: its own entry must still be
+    # there, or it sleeps to its timeout for a checkpoint written long before.
+    from langgraph_recall.checkpoint._durable import DurableLog
+
+    log = DurableLog(capacity=2)
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(log.wait("t", "c-mine", timeout=3.0)))
+    waiter.start()
+    while not log._waiters:  # it is waiting
+        time.sleep(0.001)
+    # Every mark lands before the waiter runs again: its wake-ups are held back until the end.
+    monkeypatch.setattr(log._cond, "notify_all", lambda: None)
+    log.mark("t", "c-mine")
+    for n in range(5):
+        log.mark("t", f"c-other-{n}")
+    monkeypatch.undo()
+    with log._cond:
+        log._cond.notify_all()
+    waiter.join(timeout=10)
+    assert got == [True]
+    assert log.seen("t", "c-other-4") and len(log._done) <= 3  # still bounded

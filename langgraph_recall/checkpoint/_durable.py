@@ -33,6 +33,8 @@ class DurableLog:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiters = 0
+        # What the waiters wait for (a key -> how many wait for it): never evicted while wanted.
+        self._wanted: dict[tuple[str, str], int] = {}
         # Checkpoints whose put this process has begun and not yet marked.
         self._writing: set[tuple[str, str]] = set()
 
@@ -55,9 +57,18 @@ class DurableLog:
             self._done[key] = written
             self._writing.discard(key)
             if len(self._done) > self._capacity:
-                self._done.popitem(last=False)
+                self._evict_one()
             if self._waiters:
                 self._cond.notify_all()
+
+    def _evict_one(self) -> None:
+        # The oldest entry no one waits for. A waiter wakes only after this lock is free, and
+        # by then more puts may have been marked: had its own entry been dropped meanwhile, it
+        # would sleep to its timeout (30 s by default) for a checkpoint written long before.
+        for key in self._done:
+            if key not in self._wanted:
+                del self._done[key]
+                return
 
     def seen(self, thread_id: str, checkpoint_id: str) -> bool:
         with self._lock:
@@ -70,6 +81,7 @@ class DurableLog:
         key = (thread_id, checkpoint_id)
         with self._cond:
             self._waiters += 1
+            self._wanted[key] = self._wanted.get(key, 0) + 1
             try:
                 while key not in self._done:
                     left = deadline - time.monotonic()
@@ -79,6 +91,10 @@ class DurableLog:
                 return self._done[key]
             finally:
                 self._waiters -= 1
+                if self._wanted[key] == 1:
+                    del self._wanted[key]
+                else:
+                    self._wanted[key] -= 1
 
 
 class DurabilityBarrier:
