@@ -139,7 +139,9 @@ def _looper(graph: Any, durability: str) -> Callable[[int], object]:
 
 
 def _recorder(store: RecallStore, n: int) -> Callable[[int], object]:
-    return lambda i: store.record("rec", turn_messages(i, n))
+    # An agent per batch size: every batch is new messages. (The cases once shared one agent
+    # and overlapping ids, so most batches were partly recorded already.)
+    return lambda i: store.record(f"rec-{n}", turn_messages(i, n))
 
 
 def turn_messages(i: int, n: int) -> list[BaseMessage]:
