@@ -26,6 +26,7 @@ PostgreSQL: a throwaway database on ``--pg`` (default ``$RECALL_BENCH_PG`` or
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import sys
@@ -138,10 +139,10 @@ def _looper(graph: Any, durability: str) -> Callable[[int], object]:
     return lambda i: run_once(graph, durability)
 
 
-def _recorder(store: RecallStore, n: int) -> Callable[[int], object]:
+def _recorder(store: RecallStore, n: int) -> Callable[[list[BaseMessage]], object]:
     # An agent per batch size: every batch is new messages. (The cases once shared one agent
     # and overlapping ids, so most batches were partly recorded already.)
-    return lambda i: store.record(f"rec-{n}", turn_messages(i, n))
+    return lambda batch: store.record(f"rec-{n}", batch)
 
 
 def turn_messages(i: int, n: int) -> list[BaseMessage]:
@@ -205,6 +206,7 @@ def store_cases(store: RecallStore, setting: str, calls: int) -> list[Case]:
                 f"record, {n} new message{'s' if n > 1 else ''}, per message",
                 "RecallStore",
                 _recorder(store, n),
+                setup=functools.partial(turn_messages, n=n),  # untimed: building the messages
                 calls=max(20, calls // n),
                 per=n,
                 setting=setting,
