@@ -1,9 +1,10 @@
 """Shared benchmark helpers: interleaved rounds, medians with their spread, a markdown report.
 
 A benchmark script builds ``Case`` objects (one operation of one subject, timed call by call)
-and hands them to ``run_interleaved``: every round runs every case once, in a rotating order,
-so a slow patch of the machine (other jobs, a disk flush) lands on all cases alike instead of
-on whichever happened to run then. Figures are medians of all calls, with the 10th-90th
+and hands them to ``run_interleaved``: every round runs every case once, in an order that
+changes from round to round (``orders``), so a slow patch of the machine (other jobs, a disk
+flush) lands on all cases alike instead of on whichever happened to run then, and no case
+always runs right after the same other one. Figures are medians of all calls, with the 10th-90th
 percentile and the range of the per-round medians as the spread.
 
 ``report`` turns the results into markdown tables and ``write_report`` saves a results file
@@ -80,13 +81,37 @@ class Case:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
 
 
+def orders(n: int) -> list[list[int]]:
+    """Orders of ``n`` cases in which each case runs right after each other one equally often.
+
+    What a case leaves behind (garbage, a background thread's flush, a cold cache) slows the
+    case after it. In a rotated list every case always follows the same one: with the subjects
+    plain, plain again (the A/A control) and langgraph-recall, plain always ran after
+    langgraph-recall and its copy after plain, and the control read 0.04 ms a call off zero in
+    two 101-round runs. A Williams design balances it: the first order is 0, 1, n-1, 2, n-2...,
+    the next ones add 1, 2... to every index (mod n); for an odd n their mirror images follow.
+    """
+    first = [0]
+    low, high = 1, n - 1
+    while len(first) < n:
+        first.append(low if len(first) % 2 else high)
+        if len(first) % 2:
+            high -= 1
+        else:
+            low += 1
+    out = [[(i + shift) % n for i in first] for shift in range(n)]
+    if n % 2:
+        out += [row[::-1] for row in out]
+    return out
+
+
 def run_interleaved(
     cases: Sequence[Case], rounds: int, *, progress: Callable[[str], None] | None = None
 ) -> list[Case]:
-    """Run ``rounds`` rounds; each runs every case once, starting one case later each round."""
+    """Run ``rounds`` rounds; each runs every case once, in the next of ``orders``."""
+    plan = orders(len(cases))
     for r in range(rounds):
-        order = list(cases[r % len(cases) :]) + list(cases[: r % len(cases)])
-        for case in order:
+        for case in (cases[i] for i in plan[r % len(plan)]):
             gc.collect()
             case.run_round()
         if progress:

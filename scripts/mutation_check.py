@@ -715,6 +715,14 @@ MUTATIONS = [
         ("tests/test_checkpoint_durable.py::-k::however_many",),
     ),
     Mutation(
+        "bench_balanced_orders",
+        "benchmark rounds take turns so no case always runs right after the same other one",
+        "benchmarks/_harness.py",
+        "    plan = orders(len(cases))\n",
+        "    plan = [[(i + s) % len(cases) for i in range(len(cases))] for s in range(len(cases))]\n",
+        ("tests/test_bench_stats.py::-k::balanced",),
+    ),
+    Mutation(
         "record_fresh_plan",
         "PostgreSQL recording is planned afresh, never from a generic plan made when small",
         "langgraph_recall/store/_db.py",
@@ -727,7 +735,7 @@ MUTATIONS = [
 
 def _copy_tree(dest: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis")
-    for name in ("langgraph_recall", "tests"):
+    for name in ("langgraph_recall", "tests", "benchmarks"):
         shutil.copytree(ROOT / name, dest / name, ignore=ignore)
     shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from _harness import median_interval, spread, verdict  # noqa: E402
+from _harness import Case, median_interval, orders, run_interleaved, spread, verdict  # noqa: E402
 
 
 def _coverage(n: int, k: int) -> float:
@@ -53,3 +54,25 @@ def test_verdict_reads_the_interval_not_the_median() -> None:
     assert straddle.median < 0.25
     assert verdict(straddle, 0.25).startswith("unresolved")
     assert verdict(under, None) == "-"
+
+
+@pytest.mark.parametrize("n", range(2, 9))
+def test_each_case_runs_after_each_other_equally_often(n: int) -> None:
+    # A case slows the one after it (its garbage, its background flushes): with a rotated list
+    # the same case always came first, and the A/A control read off zero.
+    plan = orders(n)
+    assert all(sorted(order) == list(range(n)) for order in plan)
+    after = Counter((o[i], o[i + 1]) for o in plan for i in range(n - 1))
+    assert len(after) == n * (n - 1) and len(set(after.values())) == 1
+    first = Counter(o[0] for o in plan)
+    assert len(first) == n and len(set(first.values())) == 1  # and each starts equally often
+
+
+def test_rounds_follow_the_balanced_orders() -> None:
+    ran: list[str] = []
+    cases = [
+        Case("op", name, lambda i, name=name: ran.append(name), calls=1, warmup=0) for name in "abc"
+    ]
+    run_interleaved(cases, rounds=6)
+    rounds = [ran[i : i + 3] for i in range(0, 18, 3)]
+    assert rounds == [["abc"[i] for i in order] for order in orders(3)]
