@@ -13,7 +13,8 @@
   checkpoint of the loop adds), 10 and 42 new messages, per message. A run hands its messages
   to the recorder in one batch when it ends (or every 64 messages, or every 0.5 s of a slow
   run), so a 20-call loop records 42 messages at once: that row is the loop's own case.
-  Target: under 20 µs.
+  Each batch size records an agent of its own, every batch new messages; building the
+  messages is not timed. Target: under 20 µs.
 - the floor: one INSERT + COMMIT on the same engine and settings, measured in the same run.
 
     python benchmarks/bench_plugin.py            # SQLite and PostgreSQL, 11 rounds

@@ -34,6 +34,7 @@ from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -151,6 +152,18 @@ def charge_tool(ledger: str, *, honour_keys: bool = True, sleep: float = 0.0) ->
 
 
 # --- graphs ---------------------------------------------------------------------------------------
+
+
+def asking_checkpoint(thread_id: str, runtime: ToolRuntime) -> RunnableConfig:
+    """The config of the root checkpoint whose AI message asked for the tool call now running:
+    a test reads it to see whether that checkpoint was saved before the tool started."""
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": "",
+            "checkpoint_id": runtime.execution_info.checkpoint_id,
+        }
+    }
 
 
 class State(TypedDict):

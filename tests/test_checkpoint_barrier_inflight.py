@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from fix_tools import asking_checkpoint
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
@@ -136,15 +137,9 @@ def test_a_run_waiting_on_its_own_checkpoint_under_async_reads_nothing(
     @tool
     def send_email(to: str, runtime: ToolRuntime) -> str:
         """Send an email."""
-        asked_by = {
-            "configurable": {
-                "thread_id": "t-own",
-                "checkpoint_ns": "",
-                "checkpoint_id": runtime.execution_info.checkpoint_id,
-            }
-        }
         # Read past the counter: this read is the test's, not the barrier's.
-        ran.append((to, InMemorySaver.get_tuple(inner, asked_by) is not None))
+        saved = InMemorySaver.get_tuple(inner, asking_checkpoint("t-own", runtime))
+        ran.append((to, saved is not None))
         return f"sent to {to}"
 
     node = DurableToolNode([send_email], classes={"send_email": "external"})

@@ -173,3 +173,6 @@ def test_a_waiter_finds_its_checkpoint_however_many_puts_land_before_it_wakes(
     waiter.join(timeout=10)
     assert got == [True]
     assert log.seen("t", "c-other-4") and len(log._done) <= 3  # still bounded
+    assert log._wanted == {}  # once it has its answer, its entry may go like any other
+    log.mark("t", "c-last")
+    assert not log.seen("t", "c-mine")

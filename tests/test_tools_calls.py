@@ -8,7 +8,15 @@ import time
 from typing import Annotated, Any
 
 import pytest
-from fix_tools import State, build_graph, call, read_effects, record_effect, reply
+from fix_tools import (
+    State,
+    asking_checkpoint,
+    build_graph,
+    call,
+    read_effects,
+    record_effect,
+    reply,
+)
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolArg, tool
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -369,14 +377,8 @@ def test_tool_waits_until_the_ai_message_that_asked_for_it_is_saved(tmp_path) ->
     @tool
     def act(x: int, runtime: ToolRuntime) -> str:
         """Acts."""
-        lookup = {
-            "configurable": {
-                "thread_id": "barrier",
-                "checkpoint_ns": "",
-                "checkpoint_id": runtime.execution_info.checkpoint_id,
-            }
-        }
-        saved_before_running.append(slow.get_tuple(lookup) is not None)
+        saved = slow.get_tuple(asking_checkpoint("barrier", runtime))
+        saved_before_running.append(saved is not None)
         return "done"
 
     with RecallStore.open(str(tmp_path / "r.db")) as store:

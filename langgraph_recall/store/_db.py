@@ -73,7 +73,14 @@ class Tx:
         return self._owner is not None and self._owner.promote()
 
     def all(self, sql: str, params: Sequence[Any] = (), *, fresh_plan: bool = False) -> list[Row]:
-        """Every row. ``fresh_plan``: see ``one``."""
+        """Every row.
+
+        ``fresh_plan`` (PostgreSQL): plan this statement anew each time instead of letting
+        psycopg prepare it. A prepared statement's generic plan is made once, from the
+        statistics of that moment, and kept for the connection's life; for a statement that
+        can pick between two indexes, one made while a table was small can stay wrong as the
+        table grows (``_records.record``'s read of the ids already recorded).
+        """
         if self.learned is not None:
             rows = self.learned.take(sql, params)
             if rows is not None:
@@ -81,20 +88,13 @@ class Tx:
         cur = self._execute(sql, params, fresh_plan)
         return list(cur.fetchall()) if self._has_rows(cur) else []
 
-    def one(self, sql: str, params: Sequence[Any] = (), *, fresh_plan: bool = False) -> Row | None:
-        """The first row, or None.
-
-        ``fresh_plan`` (PostgreSQL): plan this statement anew each time instead of letting
-        psycopg prepare it. A prepared statement's generic plan is made once, from the
-        statistics of that moment, and kept for the connection's life; for a statement that
-        can pick between two indexes, one made while a table was small can stay wrong as the
-        table grows (see ``_records.record_pg``).
-        """
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """The first row, or None."""
         if self.learned is not None:
             rows = self.learned.take(sql, params)
             if rows is not None:
                 return rows[0] if rows else None
-        cur = self._execute(sql, params, fresh_plan)
+        cur = self._execute(sql, params, False)
         return cur.fetchone() if self._has_rows(cur) else None
 
     def _has_rows(self, cur: Any) -> bool:

@@ -145,7 +145,9 @@ def record(
             for r in tx.all(
                 f"SELECT msg_id FROM recall_turns WHERE agent_id = ? AND msg_id IN ({marks})",
                 [agent_id, *chunk],
-                fresh_plan=True,  # the index on msg_id, whatever the table was (record_pg)
+                # Planned for these values: a generic plan made on a small table read every
+                # turn of the agent per id (see record_pg's docstring).
+                fresh_plan=True,
             )
         )
     fresh: list[tuple[str, BaseMessage]] = []
