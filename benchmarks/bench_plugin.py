@@ -7,8 +7,10 @@
   every model call (``with_briefing``). Under LangGraph's default ``durability="async"`` and
   under ``"sync"``. Target (issue 7): plugin under 1.3x bare.
 - **repeat lookup**: a call whose action already finished, as the durable tool path asks it
-  (``begin``, which finds it done without a write transaction) and as a bare ``store.claim``.
-  Target: under 20 µs.
+  (``begin``) and as a bare ``store.claim``. A process keeps the rows of the calls it saw
+  finish (``store/_finished.py``), so these two are answered from memory; the third case
+  clears what is kept before each call: the first repeat in a new process, read from the
+  database. Target: under 20 µs.
 - **recording**: ``store.record`` of 1, 2 (an AI message and its tool result: what one
   checkpoint of the loop adds), 10 and 42 new messages, per message. A run hands its messages
   to the recorder in one batch when it ends (or every 64 messages, or every 0.5 s of a slow
@@ -189,6 +191,11 @@ def store_cases(store: RecallStore, setting: str, calls: int) -> list[Case]:
             store.claim("bench", "done-1", tool="add", args=args, args_digest="d1").status == "done"
         )
 
+    def cold_repeat(i: int) -> None:
+        # As the first repeat in a process that did not see the call finish: nothing kept.
+        store._db.finished.clear()
+        claim_repeat(i)
+
     cases = [
         Case(
             "repeat lookup (durable path: begin)",
@@ -199,6 +206,13 @@ def store_cases(store: RecallStore, setting: str, calls: int) -> list[Case]:
         ),
         Case(
             "repeat lookup (store.claim)", "RecallStore", claim_repeat, calls=calls, setting=setting
+        ),
+        Case(
+            "repeat lookup, first in a new process (store.claim, read from the database)",
+            "RecallStore",
+            cold_repeat,
+            calls=calls,
+            setting=setting,
         ),
     ]
     for n in (1, 2, 10, 42):

@@ -754,6 +754,46 @@ MUTATIONS = [
         "        if False:\n",
         ("tests/test_store_pg_plans.py",),
     ),
+    Mutation(
+        "finished_from_memory",
+        "a call this process saw finish is answered from memory, with no transaction",
+        "langgraph_recall/store/_store.py",
+        "        if kept is not None and not self._closed:\n",
+        "        if False:\n",
+        ("tests/test_store_finished.py::-k::without_a_transaction",),
+    ),
+    Mutation(
+        "finished_kept_after_commit",
+        "an end is remembered only once its own transaction committed",
+        "langgraph_recall/store/_store.py",
+        "        ended: list[Sequence[Any]] | None = [] if self._db.outermost() else None\n",
+        "        ended: list[Sequence[Any]] | None = []\n",
+        ("tests/test_store_finished.py::-k::rolls_back",),
+    ),
+    Mutation(
+        "finished_kept_when_read",
+        "a finished call read by a claim is remembered for the next repeat",
+        "langgraph_recall/store/_store.py",
+        "                finished.keep(row)\n",
+        "                pass\n",
+        ("tests/test_store_finished.py::-k::read_once and sqlite",),
+    ),
+    Mutation(
+        "finished_only_final",
+        "only done and failed actions are remembered: any other may run again",
+        "langgraph_recall/store/_finished.py",
+        '_FINAL = ("done", "failed")\n',
+        '_FINAL = ("done", "failed", "abandoned", "not_done")\n',
+        ("tests/test_store_finished.py::-k::may_run_again",),
+    ),
+    Mutation(
+        "finished_fresh_objects",
+        "each repeat builds its own Action from the kept row",
+        "langgraph_recall/store/_store.py",
+        "            settled = _actions.settled_claim(_actions.action_of(kept), action_id, args_digest)\n",
+        "            settled = _actions.settled_claim(vars(self).setdefault(action_id, _actions.action_of(kept)), action_id, args_digest)\n",
+        ("tests/test_store_finished.py::-k::objects_of_its_own",),
+    ),
 ]
 
 

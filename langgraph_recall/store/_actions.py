@@ -31,7 +31,7 @@ _ACTION_COLS = (
 )
 
 
-def _action(r: Sequence[Any]) -> Action:
+def action_of(r: Sequence[Any]) -> Action:
     result = loads_record(r[12], r[13]) if r[12] is not None and r[13] is not None else None
     return Action(
         action_id=r[0],
@@ -53,13 +53,18 @@ def _action(r: Sequence[Any]) -> Action:
     )
 
 
-def latest_action(tx: Tx, action_id: str) -> Action | None:
-    row = tx.one(
+def latest_row(tx: Tx, action_id: str) -> Sequence[Any] | None:
+    """The action's latest attempt as its row (``_ACTION_COLS``), or None."""
+    return tx.one(
         f"SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.action_id = ? "
         "ORDER BY a.attempt DESC LIMIT 1",
         (action_id,),
     )
-    return None if row is None else _action(row)
+
+
+def latest_action(tx: Tx, action_id: str) -> Action | None:
+    row = latest_row(tx, action_id)
+    return None if row is None else action_of(row)
 
 
 def find_action(tx: Tx, action_id: str) -> Action:
@@ -264,12 +269,12 @@ def planned_insert(render: Any, dialect: str, intent: Intent) -> Planned:
     return Planned(intent, args_type, args_data, render(sql), params)
 
 
-def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Action | None]:
+def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Sequence[Any] | None]:
     """PostgreSQL: read the action's latest attempt and, if it has none, claim attempt 1, in
     ONE statement (one round trip, for a new call and for a repeat alike).
 
-    Returns (the claim, None) when attempt 1 was inserted; else (None, the latest attempt as the
-    statement saw it, or None). Run outside a transaction the statement commits on its own, so
+    Returns (the claim, None) when attempt 1 was inserted; else (None, the latest attempt's row
+    as the statement saw it, or None). Run outside a transaction the statement commits on its own, so
     the intent is durable when it returns. The agent upsert, the sequence number and the intent
     are data-modifying parts of the one statement: all or nothing; neither runs when an attempt
     already exists. When a concurrent claimer inserted attempt 1 first, the insert does nothing
@@ -289,7 +294,7 @@ def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Action | None]
     )
     assert row is not None
     if row[0] is None:
-        return None, (_action(row[1:]) if row[1] is not None else None)
+        return None, (row[1:] if row[1] is not None else None)
     return intent.claimed(1, args_type, args_data, row[0]), None
 
 
@@ -326,6 +331,10 @@ def end_statement(
     )
 
 
+# An UPDATE's RETURNING names the columns unqualified (no alias "a" there).
+_RETURNING = " RETURNING " + ", ".join(c.strip()[2:] for c in _ACTION_COLS.split(","))
+
+
 def end(
     tx: Tx,
     action_id: str,
@@ -336,8 +345,13 @@ def end(
     error: str | None = None,
     note: str | None = None,
     resolved_by: str | None = None,
+    ended: list[Sequence[Any]] | None = None,
 ) -> bool:
-    """Record how an attempt ended. Only once, only for an attempt that exists."""
+    """Record how an attempt ended. Only once, only for an attempt that exists.
+
+    ``ended``: a done or failed end that changed the attempt appends its row as ended there
+    (for ``FinishedActions``, once the transaction has committed).
+    """
     if outcome not in END_OUTCOMES:
         raise RecallError(
             f"outcome must be one of {END_OUTCOMES}, got {outcome!r}", code="invalid_value"
@@ -349,8 +363,12 @@ def end(
     # setting, local to this statement's transaction, is read by its COMMIT; the session's own
     # stays as it was for the next statement on this pooled connection (a claim must wait).
     relax = _RELAX_PG if tx.flush_later and tx.dialect == "postgres" else ""
-    changed = tx.run(sql + relax, params)
-    if changed:
+    if ended is not None and outcome in ("done", "failed"):
+        row = tx.one(sql + relax + _RETURNING, params)
+        if row is not None:
+            ended.append(row)
+            return True
+    elif tx.run(sql + relax, params):
         return True
     if (
         tx.one(
@@ -382,7 +400,7 @@ def actions(tx: Tx, agent_id: str, open_only: bool) -> list[Action]:
             "ORDER BY a.seq, a.action_id",
             (agent_id,),
         )
-    return [_action(r) for r in rows]
+    return [action_of(r) for r in rows]
 
 
 def resolve(tx: Tx, action_id: str, outcome: str, note: str | None, by: str) -> Action:

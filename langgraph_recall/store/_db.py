@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from .._errors import RecallError
 from ._due import DueEnds
+from ._finished import FinishedActions
 from ._prefetch import MAX_PLANS, Learned, Plans, Read, Step, combined, split
 from ._schema import MIGRATIONS, SCHEMA_VERSION, Dialect, render
 from ._wal import WalCheckpointer
@@ -133,6 +134,7 @@ class Database(ABC):
 
     def __init__(self) -> None:
         self.due = DueEnds()
+        self.finished = FinishedActions()
         self._sql_cache: dict[str, str] = {}
         self._local = threading.local()
         self._closed = False
@@ -197,6 +199,10 @@ class Database(ABC):
             # this process may read them as open, so they are written before it starts.
             self.due.land(self)
         return _Outermost(self, write, warm, flush_later and self.flushes_each_commit, learn)
+
+    def outermost(self) -> bool:
+        """Whether a ``tx()`` opened now would be this thread's own (it commits on exit)."""
+        return getattr(self._local, "tx", None) is None
 
     @abstractmethod
     def _open(self, write: bool, warm: bool, flush_later: bool, learn: Hashable | None) -> Any: ...

@@ -215,6 +215,7 @@ class RecallStore(BaseStore):
         self._closed = True
         self.stop_ttl_sweeper()
         self._db.close()
+        self._db.finished.clear()
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
@@ -531,22 +532,36 @@ class RecallStore(BaseStore):
                 epoch=epoch,
             )
 
-        # Read first, without the write lock. A finished action never changes again (its end
-        # is written once, and a new attempt only follows an abandoned or not-done one), and an
-        # open one can only become finished: either answer stays true, so the repeat lookup of
-        # a resume needs no lock. A new attempt is inserted under the write lock, where the
-        # primary key settles any race with claimers that read the same state.
-        prev: Action | None = None
+        # A finished action never changes again (its end is written once, and a new attempt
+        # only follows an abandoned or not-done one): one this process saw finish answers from
+        # memory (``_finished``), with no read at all.
+        finished = self._db.finished
+        kept = finished.get(action_id)
+        if kept is not None and not self._closed:
+            settled = _actions.settled_claim(_actions.action_of(kept), action_id, args_digest)
+            if settled is not None:  # always: what is kept is done or failed
+                return settled
+        # Read first, without the write lock. An open action can only become finished, so
+        # either answer stays true and the repeat lookup of a resume needs no lock. A new
+        # attempt is inserted under the write lock, where the primary key settles any race
+        # with claimers that read the same state.
+        row: Sequence[Any] | None = None
         if self._db.dialect == "postgres":
             # PostgreSQL: the read and a first attempt's claim are one autocommitted statement
             # (one round trip instead of a read, then BEGIN, four statements and COMMIT).
             with self._db.tx() as tx:
-                first, prev = _actions.claim_first_pg(tx, intent())
+                first, row = _actions.claim_first_pg(tx, intent())
             if first is not None:
                 return first
+            finished.keep(row)  # read before this claim wrote anything: committed
+        prev: Action | None = None if row is None else _actions.action_of(row)
         if prev is None:  # SQLite; or PostgreSQL lost a race for attempt 1: read it now
             with self._db.tx(warm=True) as tx:
-                prev = _actions.latest_action(tx, action_id)
+                row = _actions.latest_row(tx, action_id)
+                # The claim's first statement (an approval's spend, which may share the
+                # transaction, comes after it): a finished row here is committed, not ours.
+                finished.keep(row)
+                prev = None if row is None else _actions.action_of(row)
                 settled = _actions.settled_claim(prev, action_id, args_digest)
                 if settled is not None:
                     return settled
@@ -579,10 +594,14 @@ class RecallStore(BaseStore):
         ``flush_later=True`` lets the commit return before the disk has it: only for a caller
         that knows a write to this same database follows (see ``Database.tx``).
         """
+        # A finished end is remembered (``_finished``) only once it has committed: when this
+        # call's transaction is the outermost one. Inside a caller's transaction it may still
+        # roll back.
+        ended: list[Sequence[Any]] | None = [] if self._db.outermost() else None
         # PostgreSQL: `_actions.end` is one statement there, atomic on its own, so it runs
         # autocommitted (no BEGIN/COMMIT round trips). SQLite keeps BEGIN IMMEDIATE.
         with self._db.tx(write=self._db.dialect == "sqlite", flush_later=flush_later) as tx:
-            return _actions.end(
+            changed = _actions.end(
                 tx,
                 action_id,
                 attempt,
@@ -591,7 +610,11 @@ class RecallStore(BaseStore):
                 error=error,
                 note=note,
                 resolved_by=resolved_by,
+                ended=ended,
             )
+        if ended:
+            self._db.finished.keep(ended[0])
+        return changed
 
     async def aend(self, action_id: str, attempt: int, outcome: str, **kwargs: Any) -> bool:
         return await self._run(self.end, action_id, attempt, outcome, **kwargs)
