@@ -794,6 +794,14 @@ MUTATIONS = [
         "            settled = _actions.settled_claim(vars(self).setdefault(action_id, _actions.action_of(kept)), action_id, args_digest)\n",
         ("tests/test_store_finished.py::-k::objects_of_its_own",),
     ),
+    Mutation(
+        "prefetch_borrow",
+        "a new agent's first briefing borrows the reads of the last agent's, its id swapped in",
+        "langgraph_recall/store/_prefetch.py",
+        "        return _borrowed(last[1], last[0], subject)\n",
+        "        return []\n",
+        ("tests/test_store_prefetch.py::-k::borrows",),
+    ),
 ]
 
 

@@ -83,14 +83,31 @@ class Learned:
 
 
 class Plans:
-    """The last reads made under each key, for the next transaction with that key."""
+    """The last reads made under each key, for the next transaction with that key.
+
+    A key ``(kind, subject)`` (``("briefing", agent_id)``) with no plan yet borrows the last
+    plan of its kind, its subject swapped in (``_borrowed``): a new agent's first briefing
+    makes the reads any agent's does, under its own id. A guess like any plan, checked the
+    same way: a read is answered only when it asks exactly what was read ahead.
+    """
 
     def __init__(self) -> None:
         self._plans: dict[Hashable, list[Step]] = {}
+        # kind -> (subject, its plan): the last plan learned of each kind.
+        self._last: dict[Hashable, tuple[str, list[Step]]] = {}
         self._lock = threading.Lock()  # briefings of several threads learn at once
 
     def get(self, key: Hashable) -> list[Step]:
-        return self._plans.get(key) or []
+        plan = self._plans.get(key)
+        if plan:
+            return plan
+        subject = _subject(key)
+        if subject is None:
+            return []
+        last = self._last.get(key[0])  # type: ignore[index]
+        if last is None or last[0] == subject:
+            return []
+        return _borrowed(last[1], last[0], subject)
 
     def put(self, key: Hashable, reads: list[Step]) -> None:
         with self._lock:
@@ -99,6 +116,26 @@ class Plans:
             plans[key] = reads
             if len(plans) > MAX_PLANS:  # insertion order: the least recently learned goes
                 del plans[next(iter(plans))]
+            subject = _subject(key)
+            if subject is not None and reads:
+                self._last[key[0]] = (subject, reads)  # type: ignore[index]
+
+
+def _subject(key: Hashable) -> str | None:
+    """The subject of a ``(kind, subject)`` key whose plan another subject may borrow."""
+    if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], str) and key[1]:
+        return key[1]
+    return None
+
+
+def _borrowed(plan: Sequence[Step], old: str, new: str) -> list[Step]:
+    """``plan`` with ``old`` replaced by ``new`` in its text parameters (a namespace that holds
+    the agent id, say). A parameter the swap gets wrong only makes its read miss and run."""
+    out: list[Step] = []
+    for (sql, params), width in plan:
+        swapped = tuple(p.replace(old, new) if isinstance(p, str) else p for p in params)
+        out.append(((sql, swapped), width))
+    return out
 
 
 def combined(sqls: Sequence[tuple[str, int]]) -> str:
