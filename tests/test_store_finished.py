@@ -4,7 +4,6 @@ came second, never an action that can still change."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -152,13 +151,6 @@ def test_the_oldest_row_goes_first_past_the_bound() -> None:
 
 
 # --- the durable tool path ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def saver(store: RecallStore) -> Iterator[Any]:
-    cp = store.checkpointer()
-    yield cp
-    cp.close()
 
 
 def test_a_finished_sibling_is_answered_from_memory_on_resume(

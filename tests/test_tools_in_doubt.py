@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from fix_tools import build_graph, call, read_effects, record_effect, reply
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from langgraph_recall import InDoubt
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
-
-
-@pytest.fixture
-def saver(store: Any) -> Iterator[Any]:
-    cp = store.checkpointer()
-    yield cp
-    cp.close()
 
 
 def test_a_tool_raising_in_doubt_leaves_the_action_open_and_is_not_retried(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,13 +15,6 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, interrupt
 
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
-
-
-@pytest.fixture
-def saver(store) -> Iterator[Any]:
-    cp = store.checkpointer()
-    yield cp
-    cp.close()
 
 
 def _tools(effects: str) -> list[Any]:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-import pytest
 from fix_tools import build_graph, call, reply
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
@@ -14,13 +12,6 @@ from langchain_core.tools import tool
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
 from langgraph_recall.tools._canonical import action_key, args_digest
 from langgraph_recall.tools._undo import undo_action_id
-
-
-@pytest.fixture
-def saver(store) -> Iterator[Any]:
-    cp = store.checkpointer()
-    yield cp
-    cp.close()
 
 
 def _charging_agent(
