@@ -274,12 +274,12 @@ def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Sequence[Any] 
     ONE statement (one round trip, for a new call and for a repeat alike).
 
     Returns (the claim, None) when attempt 1 was inserted; else (None, the latest attempt's row
-    as the statement saw it, or None). Run outside a transaction the statement commits on its own, so
-    the intent is durable when it returns. The agent upsert, the sequence number and the intent
-    are data-modifying parts of the one statement: all or nothing; neither runs when an attempt
-    already exists. When a concurrent claimer inserted attempt 1 first, the insert does nothing
-    and the statement's snapshot shows no attempt: (None, None), and the caller takes the
-    general path, where the primary key settles it as before.
+    as the statement saw it, or None). Run outside a transaction the statement commits on its
+    own, so the intent is durable when it returns. The agent upsert, the sequence number and
+    the intent are data-modifying parts of the one statement: all or nothing; neither runs when
+    an attempt already exists. When a concurrent claimer inserted attempt 1 first, the insert
+    does nothing and the statement's snapshot shows no attempt: (None, None), and the caller
+    takes the general path, where the primary key settles it as before.
     """
     check_agent_id(intent.agent_id)
     args_type, args_data = dumps_typed(intent.args)
