@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fix_store import captured_sql
+from fix_store import captured_sql, ok_results, run_together
 from fix_tools import build_graph, call, read_effects, record_effect, reply
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -33,18 +33,23 @@ def _finish(store: RecallStore, action_id: str = "act-1", content: str = "sent")
     )
 
 
-@pytest.fixture
-def transactions(store: RecallStore, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """One entry per transaction the store opens from now on."""
+def count_transactions(store: RecallStore, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry (whether it writes) per transaction ``store`` opens from now on."""
     opened: list[bool] = []
     real = type(store._db).tx
 
     def spy(self: Any, write: bool = False, **options: Any) -> Any:
-        opened.append(write)
+        if self is store._db:
+            opened.append(write)
         return real(self, write, **options)
 
     monkeypatch.setattr(type(store._db), "tx", spy)
     return opened
+
+
+@pytest.fixture
+def transactions(store: RecallStore, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    return count_transactions(store, monkeypatch)
 
 
 def test_the_outcome_column_is_where_the_cache_looks() -> None:
@@ -65,17 +70,13 @@ def test_a_call_that_finished_here_is_answered_without_a_transaction(
     assert transactions == [], "a repeat of a call this process saw finish reads nothing"
 
 
-def test_a_call_another_process_finished_is_read_once(store_target: str) -> None:
-    with RecallStore.open(store_target) as elsewhere:
-        _finish(elsewhere, content="from elsewhere")
-    with RecallStore.open(store_target) as store, pytest.MonkeyPatch.context() as mp:
-        opened: list[bool] = []
-        real = type(store._db).tx
-        mp.setattr(
-            type(store._db),
-            "tx",
-            lambda self, write=False, **kw: opened.append(write) or real(self, write, **kw),
-        )
+def test_a_call_another_process_finished_is_read_once(
+    store_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A real process claims and ends the call; this one never saw it finish.
+    ok_results(run_together(store_target, _finish, [("act-1", "from elsewhere")]))
+    with RecallStore.open(store_target) as store:
+        opened = count_transactions(store, monkeypatch)
         assert _claim(store).status == "done"
         assert len(opened) == 1, "the first repeat in a process reads the database"
         assert _claim(store).action.result.content == "from elsewhere"

@@ -514,7 +514,8 @@ class RecallStore(BaseStore):
         """Record the intent to run an action, unless it already ran or is in doubt.
 
         Insert-if-absent in one transaction: of any number of concurrent claimers of the same
-        action, exactly one gets ``claimed``; the rest see ``in_doubt`` (or ``done``).
+        action, exactly one gets ``claimed``; the rest see ``in_doubt`` (or ``done``). An action
+        this store saw finish (done or failed) is answered from memory, with no transaction.
         """
 
         def intent() -> _actions.Intent:
@@ -534,10 +535,11 @@ class RecallStore(BaseStore):
 
         # A finished action never changes again (its end is written once, and a new attempt
         # only follows an abandoned or not-done one): one this process saw finish answers from
-        # memory (``_finished``), with no read at all.
+        # memory (``_finished``), with no read at all. ``close()`` empties it, so a closed
+        # store still refuses (its next transaction raises).
         finished = self._db.finished
         kept = finished.get(action_id)
-        if kept is not None and not self._closed:
+        if kept is not None:
             settled = _actions.settled_claim(_actions.action_of(kept), action_id, args_digest)
             if settled is not None:  # always: what is kept is done or failed
                 return settled
