@@ -122,6 +122,20 @@ class Api:
 # --- seeing the SQL the store runs -----------------------------------------------------------
 
 
+def count_transactions(store: RecallStore, monkeypatch: Any) -> list[bool]:
+    """One entry (whether it writes) per transaction ``store`` opens from now on."""
+    opened: list[bool] = []
+    real = type(store._db).tx
+
+    def spy(self: Any, write: bool = False, **options: Any) -> Any:
+        if self is store._db:
+            opened.append(write)
+        return real(self, write, **options)
+
+    monkeypatch.setattr(type(store._db), "tx", spy)
+    return opened
+
+
 @contextmanager
 def captured_sql(monkeypatch: Any) -> Iterator[list[tuple[str, list[Any]]]]:
     """Record every (sql, params) the store reads with, in this thread, while the block runs."""

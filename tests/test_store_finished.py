@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fix_store import captured_sql, ok_results, run_together
+from fix_store import captured_sql, count_transactions, ok_results, run_together
 from fix_tools import build_graph, call, read_effects, record_effect, reply
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -31,20 +31,6 @@ def _finish(store: RecallStore, action_id: str = "act-1", content: str = "sent")
     assert store.end(
         action_id, claim.action.attempt, "done", result=ToolMessage(content, tool_call_id="c1")
     )
-
-
-def count_transactions(store: RecallStore, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """One entry (whether it writes) per transaction ``store`` opens from now on."""
-    opened: list[bool] = []
-    real = type(store._db).tx
-
-    def spy(self: Any, write: bool = False, **options: Any) -> Any:
-        if self is store._db:
-            opened.append(write)
-        return real(self, write, **options)
-
-    monkeypatch.setattr(type(store._db), "tx", spy)
-    return opened
 
 
 @pytest.fixture

@@ -13,13 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fix_store import Api, captured_sql, db_now, wait_db_clock_past
+from fix_store import Api, captured_sql, count_transactions, db_now, wait_db_clock_past
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langgraph_recall import RecallError
 from langgraph_recall._errors import ApprovalDenied, ApprovalMismatch, LeaseHeld
 from langgraph_recall.store import RecallStore
 from langgraph_recall.store._db import Tx
+from langgraph_recall.store._verify import verify
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -610,6 +611,70 @@ def test_lease_renew_and_release_need_the_current_holder_and_epoch(
     assert renewed.expires_at > b.expires_at and renewed.expires_at > db_now(store) + 20
     with pytest.raises(LeaseHeld):
         api.acquire_lease("ag", "worker-a", 5.0)
+
+
+# --- a run's final write: its last turns with its lease's release --------------------------
+
+
+def _said(*ids: str) -> list[HumanMessage]:
+    return [HumanMessage(f"text of {i}", id=i) for i in ids]
+
+
+def _recorded(store: RecallStore, agent: str) -> list[str]:
+    return _ids(store.turns(agent))
+
+
+def test_a_final_write_records_and_gives_the_lease_up_in_one_transaction(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lease = store.acquire_lease("ag", "worker-a", 30.0)
+    opened = count_transactions(store, monkeypatch)
+    assert store._end_run("ag", "worker-a", lease.epoch, _said("m1", "m2"), thread_id="t") is True
+    assert len(opened) == 1
+    assert _recorded(store, "ag") == ["m1", "m2"]
+    assert [t.thread_id for t in store.turns("ag")] == ["t", "t"]
+    assert store.lease("ag").expires_at == 0, "given up, not left to expire"
+    assert store.acquire_lease("ag", "worker-b", 30.0).holder == "worker-b"
+
+
+def test_a_final_write_under_a_lease_taken_over_records_nothing(store: RecallStore) -> None:
+    # The holder ended after another took its expired lease over: the turns are the new
+    # holder's to record (its catch-up reads them from the checkpoints, before its own), and
+    # the lease stays the new holder's.
+    mine = store.acquire_lease("ag", "worker-a", 0.05)
+    store.record("ag", _said("m0"))
+    wait_db_clock_past(store, mine.expires_at)
+    theirs = store.acquire_lease("ag", "worker-b", 30.0)
+    assert store._end_run("ag", "worker-a", mine.epoch, _said("m1"), thread_id="t") is False
+    assert _recorded(store, "ag") == ["m0"]
+    assert store.lease("ag") == theirs
+
+
+def test_a_final_write_after_the_lease_expired_unclaimed_still_records(
+    store: RecallStore,
+) -> None:
+    mine = store.acquire_lease("ag", "worker-a", 0.05)
+    wait_db_clock_past(store, mine.expires_at)
+    assert store._end_run("ag", "worker-a", mine.epoch, _said("m1"), thread_id="t") is True
+    assert _recorded(store, "ag") == ["m1"]
+
+
+def test_a_final_write_skips_what_is_recorded_and_leaves_no_gap(store: RecallStore) -> None:
+    # On PostgreSQL the one statement is refused by the unique index, and the locking path
+    # (release, then the ids already recorded read under the agent row's lock) takes over.
+    lease = store.acquire_lease("ag", "worker-a", 30.0)
+    store.record("ag", _said("m1"))
+    assert store._end_run("ag", "worker-a", lease.epoch, _said("m1", "m2", "m3"), thread_id="t")
+    assert [(t.msg_id, t.seq) for t in store.turns("ag")] == [("m1", 1), ("m2", 2), ("m3", 3)]
+    assert store.lease("ag").expires_at == 0
+    assert verify(store).problems == []
+
+
+def test_a_final_write_with_no_messages_only_gives_the_lease_up(store: RecallStore) -> None:
+    lease = store.acquire_lease("ag", "worker-a", 30.0)
+    assert store._end_run("ag", "worker-a", lease.epoch, [], thread_id="t") is True
+    assert store.lease("ag").expires_at == 0
+    assert _recorded(store, "ag") == []
 
 
 def test_repeat_lookup_of_a_finished_action_takes_no_write_lock(tmp_path: Any) -> None:

@@ -20,7 +20,7 @@ from .._errors import ApprovalDenied, ApprovalMismatch, ApprovalRequired, Recall
 from ._codec import dumps_typed, loads_record, loads_typed
 from ._db import Tx
 from ._models import Action, Approval, Claim
-from ._records import check_agent_id, next_seq, touch_agent
+from ._records import bump, check_agent_id, touch_agent
 
 # --- actions ---------------------------------------------------------------------------------
 
@@ -189,8 +189,7 @@ def insert_attempt(tx: Tx, prev: Action | None, intent: Intent) -> Claim:
         seq_sql = _SQLITE_NEXT_SEQ
     else:
         # PostgreSQL writers run at once: the agent row's lock hands the numbers out.
-        touch_agent(tx, intent.agent_id)
-        seq = next_seq(tx, intent.agent_id, "action_seq", 1)
+        seq = bump(tx, intent.agent_id, "action_seq", 1)
         seq_sql = "?"
     while True:
         attempt = 1 if prev is None else prev.attempt + 1

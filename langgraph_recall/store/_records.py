@@ -47,14 +47,29 @@ def check_agent_id(agent_id: str) -> None:
         )
 
 
-def next_seq(tx: Tx, agent_id: str, column: str, n: int) -> int:
-    """Reserve ``n`` sequence numbers; returns the first."""
+def bump(tx: Tx, agent_id: str, column: str, n: int) -> int:
+    """Reserve ``n`` numbers of the agent's ``column``; returns the first. One statement that
+    also creates the agent row if needed and marks it active (as ``touch_agent``), and on
+    PostgreSQL takes its lock, which is what hands the numbers out without gaps or doubles."""
+    check_agent_id(agent_id)
     row = tx.one(
-        f"UPDATE recall_agents SET {column} = {column} + ? WHERE agent_id = ? RETURNING {column}",
-        (n, agent_id),
+        "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, revision_seq, "
+        f"action_seq) VALUES (?, {{now}}, {{now}}, {_SEQ_START[column]}) "
+        "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity, "
+        f"{column} = recall_agents.{column} + ? RETURNING {column}",
+        (agent_id, n, n),
     )
     assert row is not None
     return int(row[0]) - n + 1
+
+
+# A new agent row's three counters when ``bump`` creates it: ``n`` (the "?") for the column
+# bumped, 0 for the others.
+_SEQ_START = {
+    "turn_seq": "?, 0, 0",
+    "revision_seq": "0, ?, 0",
+    "action_seq": "0, 0, ?",
+}
 
 
 def agents(tx: Tx) -> list[AgentInfo]:
@@ -134,7 +149,11 @@ def record(
     if not messages:
         return 0
     ids = _message_ids(messages)
-    touch_agent(tx, agent_id)
+    check_agent_id(agent_id)
+    if tx.dialect == "postgres":
+        # The agent row's lock before the read: concurrent recorders of one agent then read
+        # which ids are new one after the other. (SQLite's write transaction already does.)
+        touch_agent(tx, agent_id)
     existing: set[str] = set()
     unique = list(dict.fromkeys(ids))
     for i in range(0, len(unique), 500):
@@ -157,7 +176,7 @@ def record(
             fresh.append((mid, m))
     if not fresh:
         return 0
-    first = next_seq(tx, agent_id, "turn_seq", len(fresh))
+    first = bump(tx, agent_id, "turn_seq", len(fresh))
     rows = []
     for offset, (mid, m) in enumerate(fresh):
         ref = None
@@ -190,6 +209,21 @@ def record(
     return len(fresh)
 
 
+# record_pg's statement, in parts: the agent row's count moves by the batch (its upsert is what
+# makes two recorders of one agent take turns), and the batch is numbered after it.
+_PG_BUMP = (
+    "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity, "
+    "turn_seq = recall_agents.turn_seq + excluded.turn_seq RETURNING turn_seq"
+)
+_PG_TURNS = (
+    "ins AS (INSERT INTO recall_turns (agent_id, seq, msg_id, thread_id, role, dtype, "
+    "data, size, output_ref, created_at) SELECT ?, ag.turn_seq - ? + i.ord, i.msg_id, "
+    "?, i.role, i.dtype, i.data, octet_length(i.data), NULL, {now} "
+    "FROM unnest(CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), "
+    "CAST({b} AS BYTEA[])) WITH ORDINALITY AS i(msg_id, role, dtype, data, ord) "
+    "CROSS JOIN ag RETURNING 1)"
+)
+
 # record_pg takes every message it is given as new, and a message recorded before makes it hand
 # the whole batch to the locking path: right for a run's new messages (the recorder hands over
 # at most 64 at a time, each recorded once), wasteful for a long history that is mostly
@@ -204,6 +238,7 @@ def record_pg(
     *,
     thread_id: str | None,
     output_threshold: int,
+    release: tuple[str, int] | None = None,
 ) -> int | None:
     """PostgreSQL: ``record`` as ONE statement, run outside a transaction (it commits alone).
 
@@ -224,6 +259,9 @@ def record_pg(
     message at 5.7k turns), so it had to be planned afresh on every call (0.17 ms). Without
     the probe there is no plan to get wrong, psycopg may prepare it, and a batch of 42 new
     messages costs 0.83 ms instead of 1.11 ms here.
+
+    ``release=(holder, epoch)``: the same statement also gives that lease up (``end_run``),
+    and records only if it did; returns -1 when the lease was no longer that holder's.
     """
     import psycopg
 
@@ -240,32 +278,36 @@ def record_pg(
         batch[mid] = (m.type, dtype, data)
     check_agent_id(agent_id)
     values = list(batch.values())
+    rows = (
+        agent_id,
+        len(batch),
+        thread_id,
+        list(batch),
+        [v[0] for v in values],
+        [v[1] for v in values],
+        [v[2] for v in values],
+    )
     try:
-        row = tx.one(
-            # The agent row's upsert is what makes two recorders of one agent take turns.
-            "WITH ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, "
-            "turn_seq, revision_seq, action_seq) VALUES (?, {now}, {now}, ?, 0, 0) "
-            "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity, "
-            "turn_seq = recall_agents.turn_seq + excluded.turn_seq RETURNING turn_seq), "
-            "ins AS (INSERT INTO recall_turns (agent_id, seq, msg_id, thread_id, role, dtype, "
-            "data, size, output_ref, created_at) SELECT ?, ag.turn_seq - ? + i.ord, i.msg_id, "
-            "?, i.role, i.dtype, i.data, octet_length(i.data), NULL, {now} "
-            "FROM unnest(CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), "
-            "CAST({b} AS BYTEA[])) WITH ORDINALITY AS i(msg_id, role, dtype, data, ord) "
-            "CROSS JOIN ag RETURNING 1) "
-            "SELECT count(*) FROM ins",
-            (
-                agent_id,
-                len(batch),
-                agent_id,
-                len(batch),
-                thread_id,
-                list(batch),
-                [v[0] for v in values],
-                [v[1] for v in values],
-                [v[2] for v in values],
-            ),
-        )
+        if release is None:
+            row = tx.one(
+                "WITH ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, "
+                "turn_seq, revision_seq, action_seq) VALUES (?, {now}, {now}, ?, 0, 0) "
+                f"{_PG_BUMP}), {_PG_TURNS} SELECT count(*) FROM ins",
+                (agent_id, len(batch), *rows),
+            )
+        else:
+            row = tx.one(
+                # The lease goes first. No row from it (another holder's now) leaves the agent
+                # row and the turns untouched: that holder's catch-up records them, in order.
+                "WITH rel AS (UPDATE recall_leases SET expires_at = 0 WHERE agent_id = ? AND "
+                "holder = ? AND epoch = ? RETURNING 1), "
+                "ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, "
+                "turn_seq, revision_seq, action_seq) SELECT ?, {now}, {now}, ?, 0, 0 FROM rel "
+                f"{_PG_BUMP}), {_PG_TURNS} "
+                "SELECT CASE WHEN EXISTS (SELECT 1 FROM rel) THEN (SELECT count(*) FROM ins) "
+                "ELSE -1 END",
+                (agent_id, release[0], release[1], agent_id, len(batch), *rows),
+            )
     except psycopg.errors.UniqueViolation as exc:
         # A message of the batch is recorded already (sent again, or by a concurrent recorder
         # that got there first): nothing of ours was written (one statement), and the locking
@@ -442,8 +484,7 @@ def switch_thread(tx: Tx, agent_id: str, thread_id: str) -> str | None:
 
 
 def _revise(tx: Tx, agent_id: str, kind: str, name: str | None, data: dict[str, Any]) -> None:
-    touch_agent(tx, agent_id)
-    seq = next_seq(tx, agent_id, "revision_seq", 1)
+    seq = bump(tx, agent_id, "revision_seq", 1)
     tx.run(
         "INSERT INTO recall_revisions (agent_id, seq, kind, name, data, created_at) "
         "VALUES (?, ?, ?, ?, ?, {now})",

@@ -356,7 +356,34 @@ class RecallStore(BaseStore):
         A message without an id gets a stable one derived from its content. Returns how many
         were new. Recording the same messages again records nothing.
         """
-        messages = list(messages)
+        return self._record(agent_id, list(messages), thread_id, None)
+
+    def _end_run(
+        self,
+        agent_id: str,
+        holder: str,
+        epoch: int,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str | None,
+    ) -> bool:
+        """A run's final write: give its lease up and record its last messages, in one
+        transaction (one statement on PostgreSQL) instead of two. Records nothing, and returns
+        False, if the lease is no longer ``holder``'s at ``epoch``: the holder that took it
+        over records them from the checkpoints, before its own."""
+        if not messages:
+            return self.release_lease(agent_id, holder, epoch)
+        return self._record(agent_id, list(messages), thread_id, (holder, epoch)) >= 0
+
+    def _record(
+        self,
+        agent_id: str,
+        messages: list[BaseMessage],
+        thread_id: str | None,
+        release: tuple[str, int] | None,
+    ) -> int:
+        """``record``, and with ``release=(holder, epoch)`` also that lease given up first;
+        -1 (nothing written) when the lease was not the holder's any more."""
         if self._db.dialect == "postgres" and len(messages) <= _records.ONE_STATEMENT_MAX:
             # One autocommitted statement in the usual case (see ``record_pg``). A longer list
             # is usually a whole history sent again (a hook's first call in a new process): the
@@ -368,10 +395,13 @@ class RecallStore(BaseStore):
                     messages,
                     thread_id=thread_id,
                     output_threshold=self.output_threshold,
+                    release=release,
                 )
             if done is not None:
                 return done
         with self._db.tx(write=True) as tx:
+            if release is not None and not _records.release_lease(tx, agent_id, *release):
+                return -1
             return _records.record(
                 tx,
                 agent_id,
