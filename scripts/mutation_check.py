@@ -826,6 +826,93 @@ MUTATIONS = [
         "",
         ("tests/test_store_finished.py::-k::sibling",),
     ),
+    Mutation(
+        "end_run_one_write",
+        "a run's end records its last turns in the transaction that gives its lease up",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            ok = life.store._end_run(\n"
+        "                run.agent_id, holder, epoch, self.messages, thread_id=run.thread_id\n"
+        "            )\n",
+        "            life.store.record(run.agent_id, self.messages, thread_id=run.thread_id)\n"
+        "            ok = life.store.release_lease(run.agent_id, holder, epoch)\n",
+        ("tests/test_checkpoint_recording.py::-k::one_transaction",),
+    ),
+    Mutation(
+        "end_run_lease_condition",
+        "a run's final write records nothing once its lease is another holder's",
+        "langgraph_recall/store/_store.py",
+        "            if release is not None and not _records.release_lease(tx, agent_id, *release):\n"
+        "                return -1\n",
+        "            if release is not None:\n"
+        "                _records.release_lease(tx, agent_id, *release)\n",
+        ("tests/test_store_records.py::-k::final_write_under_a_lease_taken_over and sqlite",),
+    ),
+    Mutation(
+        "end_run_lease_condition_pg",
+        "PostgreSQL: the final write's one statement records only if it gave the lease up",
+        "langgraph_recall/store/_records.py",
+        'turn_seq, revision_seq, action_seq) SELECT ?, {now}, {now}, ?, 0, 0 FROM rel "',
+        'turn_seq, revision_seq, action_seq) SELECT ?, {now}, {now}, ?, 0, 0 "',
+        ("tests/test_store_records.py::-k::final_write_under_a_lease_taken_over and postgres",),
+    ),
+    Mutation(
+        "end_run_released_on_failure",
+        "a final write that fails still gives the lease up",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            recorder.failed(run.agent_id, exc)\n"
+        "            life.store.release_lease(run.agent_id, holder, epoch)\n",
+        "            recorder.failed(run.agent_id, exc)\n",
+        ("tests/test_checkpoint_recording.py::-k::final_write_that_fails",),
+    ),
+    Mutation(
+        "catch_up_skipped_when_complete",
+        "a run restoring the checkpoint this process's last run ended at, all recorded, reads "
+        "no turns",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            and run.agent_id not in self.recorder.broken\n        ):\n",
+        "            and False\n        ):\n",
+        ("tests/test_checkpoint_recording.py::-k::reads_no_turns_to_catch_up",),
+    ),
+    Mutation(
+        "catch_up_skip_needs_same_epoch",
+        "after another holder had the lease, a run catches up again",
+        "langgraph_recall/checkpoint/_runs.py",
+        "== (run.thread_id, run.start_id, run.lease.epoch)",
+        "[:2] == (run.thread_id, run.start_id)",
+        ("tests/test_checkpoint_recording.py::-k::another_holder_had_the_lease",),
+    ),
+    Mutation(
+        "catch_up_skip_needs_same_checkpoint",
+        "a run from another checkpoint than the one the last run ended at catches up",
+        "langgraph_recall/checkpoint/_runs.py",
+        "== (run.thread_id, run.start_id, run.lease.epoch)",
+        "[::2] == (run.thread_id, run.lease.epoch)",
+        ("tests/test_checkpoint_recording.py::-k::another_checkpoint_of_the_thread",),
+    ),
+    Mutation(
+        "broken_writes_wait",
+        "after a failed write of an agent's turns, its later ones wait (no hole, order kept)",
+        "langgraph_recall/checkpoint/_recording.py",
+        "            elif job.agent_id not in self.broken:\n",
+        "            else:\n",
+        ("tests/test_checkpoint_recording.py::-k::failed_mid_run",),
+    ),
+    Mutation(
+        "broken_filled_at_end",
+        "the run's end records its whole last list after a failed write",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            self.messages = only_messages(run.turns.whole)\n",
+        "            pass\n",
+        ("tests/test_checkpoint_recording.py::-k::failed_mid_run",),
+    ),
+    Mutation(
+        "end_run_without_lease_still_records",
+        "a run whose lease the keeper gave up already still records its last turns",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            self.recorder.write_now(run.agent_id, run.thread_id, final.messages)\n",
+        "            pass\n",
+        ("tests/test_checkpoint_recording.py::-k::closed_under_it",),
+    ),
 ]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from fix_checkpoint import (
     step_graph,
     turn_input,
 )
+from fix_store import count_transactions
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
 
 from langgraph_recall.store import RecallStore
@@ -23,15 +24,16 @@ from langgraph_recall.store import RecallStore
 
 @pytest.fixture
 def handed(store: RecallStore, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The message ids of every ``store.record`` call (an observation, not a stand-in)."""
+    """The message ids the store is asked to record (an observation, not a stand-in): by
+    ``store.record`` and by a run's final write, which both go through ``_record``."""
     calls: list[list[str]] = []
-    real = store.record
+    real = store._record
 
-    def record(agent_id: str, messages: Sequence[BaseMessage], **kw: Any) -> int:
+    def record(agent_id: str, messages: Sequence[BaseMessage], *args: Any) -> int:
         calls.append([str(m.id) for m in messages])
-        return real(agent_id, messages, **kw)
+        return real(agent_id, list(messages), *args)
 
-    monkeypatch.setattr(store, "record", record)
+    monkeypatch.setattr(store, "_record", record)
     return calls
 
 
@@ -249,4 +251,186 @@ def test_a_run_fenced_out_records_nothing_and_the_next_holder_records_its_checkp
     assert recorded_ids(store, "agent-1") == head_ids(inner, "t1")
     assert recorded_ids(store, "agent-1")[:2] == ["h-go", "m-t1-1"]
     cp.close()
+    cp2.close()
+
+
+# --- a run's end: its last turns ride on the lease's release ------------------------------
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_a_runs_end_records_its_turns_and_gives_its_lease_up_in_one_transaction(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch, durability: str
+) -> None:
+    opened = count_transactions(store, monkeypatch)
+    at_last_step: list[int] = []
+
+    def last(k: int, cfg: Any) -> None:
+        if k == 2:
+            at_last_step.append(len(opened))
+
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph(on_step=last).compile(checkpointer=cp, store=store)
+    graph.invoke(turn_input("go", 2), config("t1", "agent-1"), durability=durability)
+    assert len(opened) - at_last_step[0] == 1, "the end: one transaction, turns and lease"
+    assert recorded_ids(store, "agent-1") == ["h-go", "m-t1-1", "m-t1-2"]
+    lease = store.lease("agent-1")
+    assert lease is not None and lease.expires_at == 0
+    cp.close()
+
+
+@pytest.fixture
+def catch_up_reads(store: RecallStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Agents whose newest turn a run start read to catch up (``_recording.catch_up``)."""
+    reads: list[str] = []
+    real = store.turns
+
+    def turns(agent_id: str, last: int | None = None) -> Any:
+        reads.append(agent_id)
+        return real(agent_id, last)
+
+    monkeypatch.setattr(store, "turns", turns)
+    return reads
+
+
+@pytest.fixture
+def after_a_run(store: RecallStore) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """A graph on ``store.checkpointer()`` whose agent has run once (turn "first", 2 steps) on
+    thread t1, and that run's config."""
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    cfg = config("t1", "agent-1")
+    graph.invoke(turn_input("first", 2), cfg)
+    yield graph, cfg
+    cp.close()
+
+
+def test_the_next_run_in_this_process_reads_no_turns_to_catch_up(
+    store: RecallStore, after_a_run: tuple[Any, dict[str, Any]], catch_up_reads: list[str]
+) -> None:
+    graph, cfg = after_a_run
+    catch_up_reads.clear()
+    graph.invoke(turn_input("second", 1), cfg)
+    graph.invoke(turn_input("third", 1), cfg, durability="async")
+    assert catch_up_reads == []
+    assert recorded_ids(store, "agent-1") == [
+        "h-first", "m-t1-1", "m-t1-2", "h-second", "m-t1-4", "h-third", "m-t1-6"
+    ]  # fmt: skip
+
+
+def test_a_run_after_another_holder_had_the_lease_catches_up(
+    store: RecallStore, after_a_run: tuple[Any, dict[str, Any]], catch_up_reads: list[str]
+) -> None:
+    # Another process held the agent in between (on any thread): the epoch moved, so what
+    # this process remembers of its own last run proves nothing any more.
+    graph, cfg = after_a_run
+    theirs = store.acquire_lease("agent-1", "another-process", 30.0)
+    store.release_lease("agent-1", "another-process", theirs.epoch)
+    catch_up_reads.clear()
+    graph.invoke(turn_input("second", 1), cfg)
+    assert catch_up_reads == ["agent-1"]
+
+
+def test_a_run_from_another_checkpoint_of_the_thread_catches_up(
+    inner: Any, after_a_run: tuple[Any, dict[str, Any]], catch_up_reads: list[str]
+) -> None:
+    # Only the very checkpoint the last run ended at is known to be recorded whole.
+    graph, cfg = after_a_run
+    earlier = [h for h in history(inner, "t1") if h.metadata["step"] == 1][0].config
+    catch_up_reads.clear()
+    graph.invoke(None, {"configurable": {**earlier["configurable"], "agent_id": "agent-1"}})
+    assert catch_up_reads == ["agent-1"]
+
+
+def test_a_final_write_that_fails_still_gives_the_lease_up_and_the_next_run_records_all(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cp = store.checkpointer(lease_ttl=30)
+    seen_first: list[list[str]] = []
+
+    def first_node_reads_records(k: int, cfg: Any) -> None:
+        if not seen_first:
+            seen_first.append(recorded_ids(store, "agent-1"))
+
+    graph = step_graph(on_step=first_node_reads_records).compile(checkpointer=cp, store=store)
+    cfg = config("t1", "agent-1")
+
+    def broken(*args: Any, **kwargs: Any) -> bool:
+        raise RuntimeError("the disk is full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "_end_run", broken)
+        with pytest.warns(RuntimeWarning, match="could not record turns"):
+            graph.invoke(turn_input("first", 1), cfg)
+    assert recorded_ids(store, "agent-1") == []
+    lease = store.lease("agent-1")
+    assert lease is not None and lease.expires_at == 0, "released all the same"
+    seen_first.clear()
+    graph.invoke(turn_input("second", 1), cfg)
+    assert seen_first == [["h-first", "m-t1-1"]]
+    assert recorded_ids(store, "agent-1") == ["h-first", "m-t1-1", "h-second", "m-t1-3"]
+    cp.close()
+
+
+def test_a_hand_over_that_failed_mid_run_is_recorded_in_order_by_the_runs_end(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Handed over at every checkpoint (RECORD_EVERY 0) and written before the next step
+    # (flushed); the first hand-over fails once. The later ones must not be written after the
+    # gap it leaves: the run's end fills it, in order.
+    from langgraph_recall._context import checkpointer_of
+    from langgraph_recall.checkpoint import _recording
+
+    def written_before_the_step(k: int, cfg: Any) -> None:
+        checkpointer_of(cfg)._shared.recorder.flush(timeout=30)
+
+    monkeypatch.setattr(_recording, "RECORD_EVERY", 0.0)
+    real = store.record
+    failures: list[int] = []
+
+    def flaky(agent_id: str, messages: Sequence[BaseMessage], **kw: Any) -> int:
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("the database went away for a moment")
+        return real(agent_id, messages, **kw)
+
+    monkeypatch.setattr(store, "record", flaky)
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph(on_step=written_before_the_step).compile(checkpointer=cp, store=store)
+    with pytest.warns(RuntimeWarning, match="could not record turns"):
+        graph.invoke(turn_input("go", 3), config("t1", "agent-1"), durability="sync")
+    assert failures == [1]
+    assert recorded_ids(store, "agent-1") == ["h-go", "m-t1-1", "m-t1-2", "m-t1-3"]
+    cp.close()
+
+
+def test_a_run_whose_lease_keeper_closed_under_it_still_records_its_messages(
+    store: RecallStore,
+) -> None:
+    # close() gives every lease up while a run is still going: the run's end then finds no
+    # lease left to give up, so nothing carries its last turns, and it records them alone:
+    # those checkpointed under its lease. (The rest it wrote with no lease to stamp: the next
+    # run's catch-up records them.)
+    from langgraph_recall._context import checkpointer_of
+
+    def close_at_step_2(k: int, cfg: Any) -> None:
+        if k == 2:
+            checkpointer_of(cfg)._shared.keeper.close()
+
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph(on_step=close_at_step_2).compile(checkpointer=cp, store=store)
+    graph.invoke(turn_input("go", 3), config("t1", "agent-1"), durability="sync")
+    assert recorded_ids(store, "agent-1") == ["h-go", "m-t1-1"]
+    cp.close()
+    cp2 = store.checkpointer(lease_ttl=30)
+    step_graph().compile(checkpointer=cp2, store=store).invoke(
+        turn_input("more", 1), config("t1", "agent-1")
+    )
+    assert recorded_ids(store, "agent-1") == [
+        "h-go",
+        "m-t1-1",
+        "m-t1-2",
+        "m-t1-3",
+        "h-more",
+        "m-t1-5",
+    ]
     cp2.close()

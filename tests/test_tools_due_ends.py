@@ -178,19 +178,24 @@ def test_an_end_no_task_write_carried_is_written_before_the_lease_goes(
 
     monkeypatch.setattr(DueEnds, "take", lambda self, task_id: [])  # no task write carries
     released: list[list[str]] = []
-    real = RecallStore.release_lease
 
-    def release(self: RecallStore, agent_id: str, *args: Any) -> Any:
-        out = real(self, agent_id, *args)
-        # What another process taking over would read, right after the lease went.
-        with RecallStore.open(self._db.target) as other:
-            released.append([a.status for a in other.actions(agent_id)])
-        return out
+    def spy(name: str) -> None:
+        real = getattr(RecallStore, name)
 
-    monkeypatch.setattr(RecallStore, "release_lease", release)
+        def release(self: RecallStore, agent_id: str, *args: Any, **kw: Any) -> Any:
+            out = real(self, agent_id, *args, **kw)
+            # What another process taking over would read, right after the lease went.
+            with RecallStore.open(self._db.target) as other:
+                released.append([a.status for a in other.actions(agent_id)])
+            return out
+
+        monkeypatch.setattr(RecallStore, name, release)
+
+    spy("release_lease")
+    spy("_end_run")  # a run's end gives the lease up with its last turns
     graph = _graph(store, saver, str(tmp_path / "effects"), _sends(2))
     graph.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-late"}})
-    assert released == [["done", "done"]]
+    assert released and all(seen == ["done", "done"] for seen in released), released
 
 
 def test_a_transaction_waits_for_the_write_carrying_an_end(store: RecallStore, inner: Any) -> None:

@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -129,8 +130,14 @@ class LeaseKeeper:
             self._start_renewer()
         return held
 
-    def release(self, agent_id: str) -> LeaseLost | None:
-        """Give the lease back (unless it was lost); returns the loss, if there was one."""
+    def release(
+        self, agent_id: str, final: Callable[[str, int], object] | None = None
+    ) -> LeaseLost | None:
+        """Give the lease back (unless it was lost); returns the loss, if there was one.
+
+        ``final(holder, epoch)``, if given, is what gives it back in the database: a run's end
+        that records its last turns in the same transaction (``_runs.FinalWrite``).
+        """
         with self._cond:
             held = self._held.pop(agent_id, None)
             self._cond.notify_all()
@@ -138,7 +145,10 @@ class LeaseKeeper:
             return None
         if held.lost is None:
             try:
-                self.store.release_lease(agent_id, self.holder, held.epoch)
+                if final is None:
+                    self.store.release_lease(agent_id, self.holder, held.epoch)
+                else:
+                    final(self.holder, held.epoch)
             except Exception as exc:  # it expires anyway; the next run just waits for that
                 warnings.warn(
                     f"could not release the lease of agent {agent_id!r} ({exc}); it expires in "

@@ -16,17 +16,22 @@ also checkpoint. Three pieces:
   a length check, not a scan, a lock and a thread switch. A list rewritten in between
   (``RemoveMessage``) hands over what the old list held first, so nothing checkpointed is
   skipped.
-- ``Recorder`` writes them from one background thread, in order, so the checkpoint path pays a
-  queue append, not a transaction. It coalesces what arrives while it writes, and lingers
-  briefly (``LINGER``) after a first message unless flushed. A run's end (also when it pauses
-  at an interrupt) hands over the buffer and flushes the recorder before the lease is
-  released, so when ``invoke`` returns every message is recorded.
+- ``Recorder`` writes the hand-overs from one background thread, in order, so the checkpoint
+  path pays a queue append, not a transaction. It coalesces what arrives while it writes, and
+  lingers briefly (``LINGER``) after a first message unless flushed. A run's end (also when it
+  pauses at an interrupt) flushes the recorder, then records what is left in the transaction
+  that releases the lease (``_runs.FinalWrite``), so when ``invoke`` returns every message is
+  recorded. After a failed write, an agent's later hand-overs are not written (``broken``):
+  the turns never get a gap with later messages after it, and the run's end records its whole
+  last list again, in order (recorded ids are skipped).
 - ``catch_up`` runs at each run start, against the restored checkpoint and, when the agent
   changed threads, against the head of the thread it ran on before (``switch_thread``):
   messages a crash left unrecorded (checkpointed, then killed before the recorder wrote them)
   are recorded then, once, in order, and before the run's first node (``RunLifecycle.settle``),
   so a briefing built by that node already has them. It reads the agent's newest recorded turn
-  and records only what follows it.
+  and records only what follows it. It is skipped when the run restores the checkpoint this
+  process's last run of the agent ended at, with everything recorded, under the same lease
+  epoch (``RunLifecycle.complete``).
 """
 
 from __future__ import annotations
@@ -107,10 +112,13 @@ class TurnBuffer:
     the previous, so it holds every message the earlier ones did, unless it was rewritten.
     """
 
-    __slots__ = ("cursor", "_latest", "_handed_at")
+    __slots__ = ("cursor", "whole", "_latest", "_handed_at")
 
     def __init__(self, restored: Sequence[BaseMessage]) -> None:
         self.cursor = MessageCursor(restored)
+        # The latest checkpointed list, kept after hand-overs: what to record again, in order,
+        # if a write failed (``Recorder.broken``).
+        self.whole: Sequence[BaseMessage] = restored
         self._latest: Sequence[BaseMessage] | None = None
         self._handed_at = time.monotonic()
 
@@ -122,7 +130,7 @@ class TurnBuffer:
             # Rewritten since the last checkpoint: what that one held goes first, or a message
             # checkpointed and then removed would never be recorded.
             out = self.cursor.new_messages(latest)
-        self._latest = messages
+        self._latest = self.whole = messages
         now = time.monotonic()
         if len(messages) - self.cursor.seen >= MAX_BATCH or now - self._handed_at >= RECORD_EVERY:
             out += self.cursor.new_messages(messages)
@@ -204,6 +212,11 @@ class Recorder:
         self._closed = False
         self._queued = 0  # messages in _jobs
         self._urgent = 0  # flushes waiting: write now, do not linger
+        # Agents a write of whose turns failed. Their later messages are not written either
+        # (they wait in the checkpoints), so the turns never get a hole that a later message
+        # would sit after: the run's final write records its whole last list, or the next
+        # run's catch-up records what follows the newest recorded turn, both in order.
+        self.broken: set[str] = set()
 
     def submit(
         self,
@@ -292,20 +305,26 @@ class Recorder:
                         del self._pending[job.agent_id]
                 self._cond.notify_all()
 
+    def failed(self, agent_id: str, exc: BaseException) -> None:
+        """A write of the agent's turns failed: noted (``broken``), and said."""
+        self.broken.add(agent_id)
+        # The checkpoint still holds these messages: the next run start records them.
+        warnings.warn(
+            f"could not record turns of agent {agent_id!r} ({exc}); the next run of "
+            "this agent records them from its checkpoint",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
     def _write(self, job: _Job) -> None:
         try:
             if job.catch_up:
                 catch_up(self.store, job.agent_id, job.thread_id, job.messages)
-            else:
+                self.broken.discard(job.agent_id)
+            elif job.agent_id not in self.broken:
                 self.store.record(job.agent_id, job.messages, thread_id=job.thread_id)
         except Exception as exc:
-            # The checkpoint still holds these messages: the next run start records them.
-            warnings.warn(
-                f"could not record turns of agent {job.agent_id!r} ({exc}); the next run of "
-                "this agent records them from its checkpoint",
-                RuntimeWarning,
-                stacklevel=1,
-            )
+            self.failed(job.agent_id, exc)
 
 
 def _merge(batch: list[_Job]) -> list[_Job]:

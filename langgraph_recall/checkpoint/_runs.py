@@ -35,7 +35,7 @@ from .._errors import LeaseLost
 from ._faults import fault_point
 from ._lease import HeldLease, LeaseKeeper
 from ._plans import attempts_of, close_not_started
-from ._recording import Recorder, TurnBuffer, messages_in, switch_thread
+from ._recording import Recorder, TurnBuffer, messages_in, only_messages, switch_thread
 from ._turns import claim_turn, is_new_input, turn_id_of
 
 if TYPE_CHECKING:
@@ -96,10 +96,48 @@ class Run:
     # Checkpoint ids grow with time, so a root checkpoint of this thread with a greater id is
     # one this run made: the durability barrier waits for its put without a saver read.
     start_id: str | None = None
+    # The id of the last root checkpoint written or restored by this run.
+    head_id: str | None = None
 
     def restored(self, messages: list[BaseMessage] | None, start_id: str) -> None:
         self.turns = TurnBuffer(messages or ())
-        self.start_id = start_id
+        self.start_id = self.head_id = start_id
+
+
+class FinalWrite:
+    """A run's last write, made by ``LeaseKeeper.release`` as it gives the lease back: the
+    run's last messages are recorded in the same transaction (``store._end_run``), and only
+    while the lease is still the run's: one commit where there were two, which is most of
+    what a short run (a chat turn) paid at its end."""
+
+    __slots__ = ("life", "run", "messages", "ran")
+
+    def __init__(self, life: RunLifecycle, run: Run, messages: list[BaseMessage]) -> None:
+        self.life, self.run, self.messages, self.ran = life, run, messages, False
+
+    def __call__(self, holder: str, epoch: int) -> None:
+        self.ran = True
+        life, run = self.life, self.run
+        recorder = life.recorder
+        broken = run.agent_id in recorder.broken
+        if broken:
+            # A write failed (a hand-over, or the catch-up): nothing was written after it, so
+            # the whole last list, sent again, fills the gap in order (recorded ids skipped).
+            self.messages = only_messages(run.turns.whole)
+        try:
+            ok = life.store._end_run(
+                run.agent_id, holder, epoch, self.messages, thread_id=run.thread_id
+            )
+        except Exception as exc:
+            # The checkpoints hold the messages; the lease must still go (else the next run
+            # waits out its ttl): on its own, and if that fails too, the keeper says so.
+            recorder.failed(run.agent_id, exc)
+            life.store.release_lease(run.agent_id, holder, epoch)
+            return
+        if ok:
+            # Every message of the run's last checkpoint is recorded now.
+            recorder.broken.discard(run.agent_id)
+            life.complete[run.agent_id] = (run.thread_id, run.head_id, epoch)
 
 
 class RunLifecycle:
@@ -125,6 +163,9 @@ class RunLifecycle:
         # agent -> (thread, lease epoch) of this process's last run of it: while the epoch is
         # unchanged no other process ran the agent since, so its thread marker needs no I/O.
         self.last_thread: dict[str, tuple[str, int]] = {}
+        # agent -> (thread, checkpoint id, lease epoch) where this process's last run of it
+        # ended with every message of that checkpoint recorded (``FinalWrite``).
+        self.complete: dict[str, tuple[str, str | None, int]] = {}
         self.warned_no_loop = False
 
     def run_of(self, agent_id: str) -> Run | None:
@@ -192,9 +233,18 @@ class RunLifecycle:
         values = saved.checkpoint["channel_values"] if saved else {}
         messages = messages_in(values.get(self.messages_key))
         run.restored(messages, saved.checkpoint["id"] if saved else "")
-        if messages:
-            # A crash may have left some of these checkpointed but unrecorded.
-            self.recorder.submit(run.agent_id, run.thread_id, messages, catch_up=True)
+        if not messages:
+            return
+        if (
+            self.complete.get(run.agent_id) == (run.thread_id, run.start_id, run.lease.epoch)
+            and run.agent_id not in self.recorder.broken
+        ):
+            # This process's last run of the agent ended at this very checkpoint with all of
+            # it recorded, and no other process has held the lease since (same epoch): nothing
+            # to catch up, so no read of the turns and no hand-over to wait for.
+            return
+        # A crash may have left some of these checkpointed but unrecorded.
+        self.recorder.submit(run.agent_id, run.thread_id, messages, catch_up=True)
 
     def settle(self, run: Run) -> None:
         """Wait for the catch-up queued at this run's start (a crashed predecessor's unrecorded
@@ -216,17 +266,19 @@ class RunLifecycle:
                 del self.by_agent[run.agent_id]
         if run.finalizer is not None:
             run.finalizer.detach()
+        self.complete.pop(run.agent_id, None)  # set again by a final write that records all
+        final: FinalWrite | None = None
         try:
             fault_point("before_release")
             # Recorded before the lease goes: the next holder's turns must come after these.
             # Earlier hand-overs first (usually none are left: nothing to wait for), then the
-            # rest on this thread, which waits for them anyway: no hand-over to the recorder's
-            # thread and back at the end of every run.
+            # rest with the lease's release, on this thread, which waits for them anyway: no
+            # hand-over to the recorder's thread and back at the end of every run.
             self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))
             if run.lease.lost is None:
                 # A run that lost its lease leaves its messages to the next holder, whose
                 # catch-up records them from the checkpoints in order before its own.
-                self.recorder.write_now(run.agent_id, run.thread_id, run.turns.drain())
+                final = FinalWrite(self, run, run.turns.drain())
                 # Calls planned with a checkpoint whose tool never started (the run paused or
                 # went elsewhere): closed while the lease is still ours, so no later reader,
                 # here or in another process, takes them for calls in doubt. A run that lost
@@ -234,7 +286,10 @@ class RunLifecycle:
                 leftover, run.planned = list(run.planned.values()), {}
                 close_not_started(self.store, attempts_of(leftover))
         finally:
-            lost = self.keeper.release(run.agent_id)
+            lost = self.keeper.release(run.agent_id, final)
+        if final is not None and not final.ran:
+            # The keeper had given the lease up already (it was closed): record them anyway.
+            self.recorder.write_now(run.agent_id, run.thread_id, final.messages)
         if lost is not None:
             raise lost
 

@@ -357,18 +357,16 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         conf = _conf(config)
         thread_id = str(conf.get("thread_id"))
         shared = self._shared
-        if (
-            agent_id is not None
-            and not conf.get("checkpoint_ns")
-            and self.messages_key in new_versions
-        ):
-            messages = messages_in(checkpoint["channel_values"].get(self.messages_key))
-            if messages:
-                if own_lease:
-                    shared.recorder.submit(agent_id, thread_id, messages, catch_up=True)
-                else:
-                    run = shared.runs.run_of(agent_id)
-                    if run is not None:
+        if agent_id is not None and not conf.get("checkpoint_ns"):
+            run = None if own_lease else shared.runs.run_of(agent_id)
+            if run is not None:
+                run.head_id = checkpoint["id"]
+            if self.messages_key in new_versions:
+                messages = messages_in(checkpoint["channel_values"].get(self.messages_key))
+                if messages:
+                    if own_lease:
+                        shared.recorder.submit(agent_id, thread_id, messages, catch_up=True)
+                    elif run is not None:
                         due = run.turns.note(messages)  # usually nothing yet: see TurnBuffer
                         if due:
                             shared.recorder.submit(agent_id, thread_id, due)
