@@ -913,6 +913,14 @@ MUTATIONS = [
         "            pass\n",
         ("tests/test_checkpoint_recording.py::-k::closed_under_it",),
     ),
+    Mutation(
+        "released_not_renewed",
+        "a renewal that raced the run's end does not hold a released lease again",
+        "langgraph_recall/store/_records.py",
+        '            "AND epoch = ? AND expires_at > 0",\n',
+        '            "AND epoch = ?",\n',
+        ("tests/test_store_records.py::-k::released_lease_is_not_renewed",),
+    ),
 ]
 
 

@@ -677,6 +677,16 @@ def test_a_final_write_with_no_messages_only_gives_the_lease_up(store: RecallSto
     assert _recorded(store, "ag") == []
 
 
+def test_a_released_lease_is_not_renewed(api: Api) -> None:
+    # A renewal that raced the run's end (the renewer picked the lease, the run released it)
+    # must not hold the lease again for a whole ttl with nobody behind it.
+    lease = api.acquire_lease("ag", "worker-a", 30.0)
+    assert api.release_lease("ag", "worker-a", lease.epoch) is True
+    assert api.renew_lease("ag", "worker-a", lease.epoch, 30.0) is False
+    assert api.lease("ag").expires_at == 0
+    assert api.acquire_lease("ag", "worker-b", 30.0).holder == "worker-b"
+
+
 def test_repeat_lookup_of_a_finished_action_takes_no_write_lock(tmp_path: Any) -> None:
     """A resume re-claims finished calls; that must not queue behind (or fail on) writers."""
     import sqlite3

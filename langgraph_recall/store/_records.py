@@ -638,10 +638,13 @@ def acquire_lease(tx: Tx, agent_id: str, holder: str, ttl: float) -> Lease:
 
 
 def renew_lease(tx: Tx, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
+    # Not a released lease (expires_at 0): the renewer picks its leases, then renews them
+    # outside its lock, so a run that ended in between would otherwise have its lease held
+    # again, by nobody, for a whole ttl, and the next process would wait that long.
     return bool(
         tx.run(
             "UPDATE recall_leases SET expires_at = {now} + ? WHERE agent_id = ? AND holder = ? "
-            "AND epoch = ?",
+            "AND epoch = ? AND expires_at > 0",
             (float(ttl), agent_id, holder, epoch),
         )
     )
