@@ -921,6 +921,17 @@ MUTATIONS = [
         '            "AND epoch = ?",\n',
         ("tests/test_store_records.py::-k::released_lease_is_not_renewed",),
     ),
+    Mutation(
+        "recent_agents_bounded",
+        "a process's memory of its agents stays bounded (a server's agents are its chats)",
+        "langgraph_recall/_recent.py",
+        "            if len(self) > self.limit:\n",
+        "            if False:\n",
+        (
+            "tests/test_recent.py::test_keeps_the_most_recently_set_keys",
+            "tests/test_checkpoint_recording.py::-k::bounded_number_of_agents",
+        ),
+    ),
 ]
 
 

@@ -434,3 +434,25 @@ def test_a_run_whose_lease_keeper_closed_under_it_still_records_its_messages(
         "m-t1-5",
     ]
     cp2.close()
+
+
+def test_a_process_remembers_a_bounded_number_of_agents(
+    store: RecallStore, catch_up_reads: list[str]
+) -> None:
+    # A server's agents are its conversations: what it remembers of each is bounded, and an
+    # agent forgotten only pays the read it would have skipped.
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    cp._shared.runs.complete.limit = 2
+    cp._shared.runs.last_thread.limit = 2
+    for agent in ("a1", "a2", "a3"):
+        graph.invoke(turn_input(f"to {agent}", 1), config(f"t-{agent}", agent))
+    assert set(cp._shared.runs.complete) == {"a2", "a3"}
+    assert set(cp._shared.runs.last_thread) == {"a2", "a3"}
+    catch_up_reads.clear()
+    graph.invoke(turn_input("again", 1), config("t-a3", "a3"))
+    assert catch_up_reads == []
+    graph.invoke(turn_input("again", 1), config("t-a1", "a1"))
+    assert catch_up_reads == ["a1"]
+    assert recorded_ids(store, "a1") == ["h-to a1", "m-t-a1-1", "h-again", "m-t-a1-3"]
+    cp.close()

@@ -32,6 +32,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from .._context import CONFIG_KEY_RUNTIME, agent_id_of, configurable, thread_id_of
 from .._errors import LeaseLost
+from .._recent import Recent
 from ._faults import fault_point
 from ._lease import HeldLease, LeaseKeeper
 from ._plans import attempts_of, close_not_started
@@ -162,10 +163,10 @@ class RunLifecycle:
         self.by_agent: dict[str, Run] = {}  # the one run per agent the lease keeper allows
         # agent -> (thread, lease epoch) of this process's last run of it: while the epoch is
         # unchanged no other process ran the agent since, so its thread marker needs no I/O.
-        self.last_thread: dict[str, tuple[str, int]] = {}
+        self.last_thread: Recent[str, tuple[str, int]] = Recent()
         # agent -> (thread, checkpoint id, lease epoch) where this process's last run of it
         # ended with every message of that checkpoint recorded (``FinalWrite``).
-        self.complete: dict[str, tuple[str, str | None, int]] = {}
+        self.complete: Recent[str, tuple[str, str | None, int]] = Recent()
         self.warned_no_loop = False
 
     def run_of(self, agent_id: str) -> Run | None:

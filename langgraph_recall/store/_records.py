@@ -54,10 +54,8 @@ def bump(tx: Tx, agent_id: str, column: str, n: int) -> int:
     check_agent_id(agent_id)
     row = tx.one(
         "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, revision_seq, "
-        f"action_seq) VALUES (?, {{now}}, {{now}}, {_SEQ_START[column]}) "
-        "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity, "
-        f"{column} = recall_agents.{column} + ? RETURNING {column}",
-        (agent_id, n, n),
+        f"action_seq) VALUES (?, {{now}}, {{now}}, {_SEQ_START[column]}) {_bumped(column)}",
+        (agent_id, n),
     )
     assert row is not None
     return int(row[0]) - n + 1
@@ -70,6 +68,15 @@ _SEQ_START = {
     "revision_seq": "0, ?, 0",
     "action_seq": "0, 0, ?",
 }
+
+
+def _bumped(column: str) -> str:
+    """The upsert's tail: an existing agent row is marked active and ``column`` moves by what
+    the row offered for insertion holds there (the numbers reserved); returns the new value."""
+    return (
+        "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity, "
+        f"{column} = recall_agents.{column} + excluded.{column} RETURNING {column}"
+    )
 
 
 def agents(tx: Tx) -> list[AgentInfo]:
@@ -211,10 +218,7 @@ def record(
 
 # record_pg's statement, in parts: the agent row's count moves by the batch (its upsert is what
 # makes two recorders of one agent take turns), and the batch is numbered after it.
-_PG_BUMP = (
-    "ON CONFLICT (agent_id) DO UPDATE SET last_activity = excluded.last_activity, "
-    "turn_seq = recall_agents.turn_seq + excluded.turn_seq RETURNING turn_seq"
-)
+_PG_BUMP = _bumped("turn_seq")
 _PG_TURNS = (
     "ins AS (INSERT INTO recall_turns (agent_id, seq, msg_id, thread_id, role, dtype, "
     "data, size, output_ref, created_at) SELECT ?, ag.turn_seq - ? + i.ord, i.msg_id, "
