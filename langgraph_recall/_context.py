@@ -17,10 +17,12 @@ if TYPE_CHECKING:
 try:  # pragma: no cover - import location differs across langgraph versions
     from langgraph._internal._constants import (
         CONFIG_KEY_CHECKPOINTER,
+        CONFIG_KEY_DURABILITY,
         CONFIG_KEY_RUNTIME,
     )
 except ImportError:  # pragma: no cover
     CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
+    CONFIG_KEY_DURABILITY = "__pregel_durability"
     CONFIG_KEY_RUNTIME = "__pregel_runtime"
 
 

@@ -932,6 +932,30 @@ MUTATIONS = [
             "tests/test_checkpoint_recording.py::-k::bounded_number_of_agents",
         ),
     ),
+    Mutation(
+        "plans_learn_graph",
+        "a run's start finds the graph's durable tool nodes: even the first call is planned",
+        "langgraph_recall/checkpoint/_saver.py",
+        "            return self.inner.get_tuple(config)\n        self._learn_graph(loop)\n",
+        "            return self.inner.get_tuple(config)\n",
+        ("tests/test_tools_planned.py::-k::even_the_first",),
+    ),
+    Mutation(
+        "plans_learn_graph_async",
+        "the same for an async run's start",
+        "langgraph_recall/checkpoint/_saver.py",
+        '            return await self._acall("get_tuple", config)\n        self._learn_graph(loop)\n',
+        '            return await self._acall("get_tuple", config)\n',
+        ("tests/test_tools_planned.py::-k::async_runs_claim",),
+    ),
+    Mutation(
+        "no_plan_under_exit",
+        "a run under durability='exit' plans nothing (its durable calls are refused)",
+        "langgraph_recall/checkpoint/_saver.py",
+        'if conf.get("checkpoint_ns") or conf.get(CONFIG_KEY_DURABILITY) == "exit":',
+        'if conf.get("checkpoint_ns"):',
+        ("tests/test_tools_calls.py::-k::durability_exit_is_refused",),
+    ),
 ]
 
 

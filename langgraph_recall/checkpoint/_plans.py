@@ -9,7 +9,8 @@ What a crash means is unchanged in kind: an intent is written before its tool ru
 after it leaves the call open (in doubt; re-run under its key if idempotent). It is earlier in
 time: a crash between that checkpoint and the tool's start now also leaves the call open. The
 calls planned here are only those the next step will run: the checkpoint triggers a node
-(``branch:to:<node>``) whose ``DurableToolNode`` registered itself with this checkpointer, and
+(``branch:to:<node>``) whose ``DurableToolNode`` this checkpointer knows (found in the run's
+graph when the run started, ``Plans.learn_graph``, or registered by the node itself), and
 the tool is ``external`` or ``idempotent`` with no approval to ask for (an approval's spend
 must commit with its intent, in the tool node).
 
@@ -104,10 +105,24 @@ class Plans:
         self.store = store
         self.messages_key = messages_key
         self.planners: dict[str, Planner] = {}
+        self._nodes_seen: Any = None  # the last graph's nodes ``learn_graph`` looked at
 
     def register(self, node: str, planner: Planner) -> None:
         if self.planners.get(node) is not planner:
             self.planners[node] = planner
+
+    def learn_graph(self, nodes: Mapping[str, Any] | None) -> None:
+        """Register the durable tool nodes of a run's (root) graph at the run's start, so
+        even a process's first durable call is planned. A node also registers itself on its
+        first call (``DurableTools._planned``): what ``RecallMiddleware`` relies on, whose
+        tool node is LangGraph's own and is not found here."""
+        if nodes is None or nodes is self._nodes_seen:
+            return  # the same compiled graph as last time: nothing new
+        for name, node in list(nodes.items()):
+            planner = getattr(getattr(node, "bound", None), "recall_planner", None)
+            if planner is not None:
+                self.register(name, planner)
+        self._nodes_seen = nodes
 
     def rider(
         self,

@@ -36,7 +36,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from .._context import CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
+from .._context import CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
 from .._errors import LeaseHeld, RecallError
 from ..store._due import EndRider
 from ._capabilities import variant
@@ -235,6 +235,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         run = runs.begin(config, loop)
         if run is None:
             return self.inner.get_tuple(config)
+        self._learn_graph(loop)
         try:
             saved = self.inner.get_tuple(config)
             runs.restored(run, saved)
@@ -254,6 +255,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         run = await asyncio.to_thread(runs.begin, config, loop)
         if run is None:
             return await self._acall("get_tuple", config)
+        self._learn_graph(loop)
         try:
             saved = await self._acall("get_tuple", config)
             runs.restored(run, saved)
@@ -389,7 +391,9 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         if not self.carries or agent_id is None or own:
             return None
         conf = _conf(config)
-        if conf.get("checkpoint_ns"):
+        if conf.get("checkpoint_ns") or conf.get(CONFIG_KEY_DURABILITY) == "exit":
+            # Under durability="exit" a durable call is refused before it starts (nothing is
+            # saved before its side effect): a plan would only be closed as never started.
             return None
         epoch = md.get("recall_epoch")  # type: ignore[attr-defined]
         try:
@@ -600,6 +604,11 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         return await asyncio.to_thread(getattr(self.inner, name), *args, **kwargs)
 
     # --- what other parts of langgraph-recall ask --------------------------------------------
+
+    def _learn_graph(self, loop: Any) -> None:
+        """The run's graph's durable tool nodes plan from its first checkpoint (``_plans``)."""
+        if self.carries and loop is not None:
+            self._shared.plans.learn_graph(getattr(loop, "nodes", None))
 
     def plan_ahead(self, node: str, planner: Planner) -> None:
         """Let ``planner`` (a durable tool node named ``node`` in the graph) write the intents

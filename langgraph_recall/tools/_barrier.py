@@ -16,13 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .._context import checkpointer_of, configurable
+from .._context import CONFIG_KEY_DURABILITY, checkpointer_of, configurable
 from .._errors import RecallError
-
-try:  # pragma: no cover - location differs across langgraph versions
-    from langgraph._internal._constants import CONFIG_KEY_DURABILITY
-except ImportError:  # pragma: no cover
-    CONFIG_KEY_DURABILITY = "__pregel_durability"
 
 _FIRST_POLL = 0.0005
 _MAX_POLL = 0.05

@@ -108,10 +108,10 @@ class DurableToolNode(LoneCallInline):
     Tools receive the call's idempotency key through a parameter annotated ``IdempotencyKey``
     (or ``idempotency_key: Annotated[str, InjectedToolArg]``), hidden from the model.
 
-    Intents written ahead: with ``store.checkpointer()``, once this node has run a durable call
-    in the process, the intents of its later calls commit with the checkpoint of the AI
-    message asking for them, or sending them to this node (``checkpoint/_plans.py``), and the
-    node claims nothing itself. A crash after that checkpoint leaves the call open, as a crash
+    Intents written ahead: with ``store.checkpointer()``, the intents of this node's calls
+    commit with the checkpoint of the AI message asking for them, or sending them to this node
+    (``checkpoint/_plans.py``: the checkpointer finds the node in the run's graph when the run
+    starts), and the node claims nothing itself. A crash after that checkpoint leaves the call open, as a crash
     after any intent does. The end of a call that is its message's only one commits with the
     task's own write of its answer (``store/_due.py``); so a durable call makes no commit of
     its own.
@@ -153,6 +153,9 @@ class DurableToolNode(LoneCallInline):
             **kwargs,
         )
         self.durable = durable
+        # What the checkpointer plans this node's calls with, found in the graph at a run's
+        # start (``_plans.Plans.learn_graph``).
+        self.recall_planner = durable
         durable.expect(self.tools_by_name)  # the objects ToolNode hands each call
         self._key_params: dict[str, tuple[str, ...]] = {
             name: params for name, t in self.tools_by_name.items() if (params := key_parameters(t))
