@@ -956,6 +956,14 @@ MUTATIONS = [
         'if conf.get("checkpoint_ns"):',
         ("tests/test_tools_calls.py::-k::durability_exit_is_refused",),
     ),
+    Mutation(
+        "closed_run_writes_nothing",
+        "a run whose checkpointer was closed under it writes no unstamped checkpoint",
+        "langgraph_recall/checkpoint/_saver.py",
+        "                if self._shared.runs.run_of(agent_id) is not None:\n",
+        "                if False:\n",
+        ("tests/test_checkpoint_recording.py::-k::closed_under_it",),
+    ),
 ]
 
 

@@ -403,13 +403,13 @@ def test_a_hand_over_that_failed_mid_run_is_recorded_in_order_by_the_runs_end(
     cp.close()
 
 
-def test_a_run_whose_lease_keeper_closed_under_it_still_records_its_messages(
+def test_a_run_whose_checkpointer_closed_under_it_stops_and_records_what_it_checkpointed(
     store: RecallStore,
 ) -> None:
-    # close() gives every lease up while a run is still going: the run's end then finds no
-    # lease left to give up, so nothing carries its last turns, and it records them alone:
-    # those checkpointed under its lease. (The rest it wrote with no lease to stamp: the next
-    # run's catch-up records them.)
+    # close() gives every lease up while a run is still going: the run's next write is refused
+    # (unstamped, it would pass the fence while another process may hold the lease), and its
+    # end, finding no lease left to give up, records what it checkpointed, alone.
+    from langgraph_recall import LeaseLost
     from langgraph_recall._context import checkpointer_of
 
     def close_at_step_2(k: int, cfg: Any) -> None:
@@ -418,21 +418,14 @@ def test_a_run_whose_lease_keeper_closed_under_it_still_records_its_messages(
 
     cp = store.checkpointer(lease_ttl=30)
     graph = step_graph(on_step=close_at_step_2).compile(checkpointer=cp, store=store)
-    graph.invoke(turn_input("go", 3), config("t1", "agent-1"), durability="sync")
+    with pytest.raises(LeaseLost, match="closed"):
+        graph.invoke(turn_input("go", 3), config("t1", "agent-1"), durability="sync")
     assert recorded_ids(store, "agent-1") == ["h-go", "m-t1-1"]
     cp.close()
     cp2 = store.checkpointer(lease_ttl=30)
-    step_graph().compile(checkpointer=cp2, store=store).invoke(
-        turn_input("more", 1), config("t1", "agent-1")
-    )
-    assert recorded_ids(store, "agent-1") == [
-        "h-go",
-        "m-t1-1",
-        "m-t1-2",
-        "m-t1-3",
-        "h-more",
-        "m-t1-5",
-    ]
+    out = step_graph().compile(checkpointer=cp2, store=store).invoke(None, config("t1", "agent-1"))
+    assert out["n"] == 3
+    assert recorded_ids(store, "agent-1") == ["h-go", "m-t1-1", "m-t1-2", "m-t1-3"]
     cp2.close()
 
 

@@ -37,7 +37,7 @@ from langgraph.checkpoint.base import (
 )
 
 from .._context import CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
-from .._errors import LeaseHeld, RecallError
+from .._errors import LeaseHeld, LeaseLost, RecallError
 from ..store._due import EndRider
 from ._capabilities import variant
 from ._durable import DurabilityBarrier, DurableLog
@@ -314,6 +314,16 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         if CONFIG_KEY_RUNTIME in conf:
             agent_id = _agent(config, conf)
             if keeper.held(agent_id) is None:
+                if self._shared.runs.run_of(agent_id) is not None:
+                    # The run took the lease and the keeper gave it up since (the checkpointer
+                    # was closed under it): an unstamped write would pass the fence, and
+                    # another process may be the holder by now.
+                    raise LeaseLost(
+                        f"agent {agent_id!r}: the checkpointer was closed while its run was "
+                        "going; nothing more is written. Run it again on an open one.",
+                        agent_id=agent_id,
+                        holder=keeper.holder,
+                    )
                 return metadata, None, False  # a run that took no lease (nested foreign graph)
             epoch = keeper.check_write(agent_id)
             run = self._shared.runs.run_of(agent_id)
