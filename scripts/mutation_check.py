@@ -964,6 +964,14 @@ MUTATIONS = [
         "                if False:\n",
         ("tests/test_checkpoint_recording.py::-k::closed_under_it",),
     ),
+    Mutation(
+        "lost_at_the_end_records_nothing",
+        "a lease lost as the run ends leaves its turns to the new holder",
+        "langgraph_recall/checkpoint/_runs.py",
+        "        if final is not None and not final.ran and run.lease.lost is None:\n",
+        "        if final is not None and not final.ran:\n",
+        ("tests/test_checkpoint_recording.py::-k::lost_as_the_run_ends",),
+    ),
 ]
 
 

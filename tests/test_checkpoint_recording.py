@@ -449,3 +449,27 @@ def test_a_process_remembers_a_bounded_number_of_agents(
     assert catch_up_reads == ["a1"]
     assert recorded_ids(store, "a1") == ["h-to a1", "m-t-a1-1", "h-again", "m-t-a1-3"]
     cp.close()
+
+
+def test_a_lease_lost_as_the_run_ends_leaves_its_turns_to_the_new_holder(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The renewer finds another holder just as the run ends (after the end checked its lease,
+    # before it gave it up): the run records nothing; the new holder's catch-up does, before
+    # its own turns.
+    from langgraph_recall import LeaseLost
+    from langgraph_recall.checkpoint import _runs
+
+    cp = store.checkpointer(lease_ttl=30)
+    real = _runs.close_not_started
+
+    def lost_meanwhile(st: Any, attempts: Any) -> None:
+        cp._shared.keeper.mark_lost("agent-1", "another process took it over")
+        real(st, attempts)
+
+    monkeypatch.setattr(_runs, "close_not_started", lost_meanwhile)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    with pytest.raises(LeaseLost):
+        graph.invoke(turn_input("go", 2), config("t1", "agent-1"), durability="sync")
+    assert recorded_ids(store, "agent-1") == []
+    cp.close()

@@ -288,8 +288,10 @@ class RunLifecycle:
                 close_not_started(self.store, attempts_of(leftover))
         finally:
             lost = self.keeper.release(run.agent_id, final)
-        if final is not None and not final.ran:
+        if final is not None and not final.ran and run.lease.lost is None:
             # The keeper had given the lease up already (it was closed): record them anyway.
+            # Not when the lease was lost meanwhile (the renewer found another holder): the
+            # new holder records them from the checkpoints, before its own.
             self.recorder.write_now(run.agent_id, run.thread_id, final.messages)
         if lost is not None:
             raise lost
