@@ -268,7 +268,8 @@ def test_a_runs_end_records_its_turns_and_gives_its_lease_up_in_one_transaction(
         if k == 2:
             at_last_step.append(len(opened))
 
-    cp = store.checkpointer(lease_ttl=30)
+    # A long ttl: no renewal (a transaction of its own) lands in the window counted.
+    cp = store.checkpointer(lease_ttl=600)
     graph = step_graph(on_step=last).compile(checkpointer=cp, store=store)
     graph.invoke(turn_input("go", 2), config("t1", "agent-1"), durability=durability)
     assert len(opened) - at_last_step[0] == 1, "the end: one transaction, turns and lease"
