@@ -125,17 +125,21 @@ MUTATIONS = [
         "run_end_turns",
         "recording: every message is recorded by the time invoke returns",
         "langgraph_recall/checkpoint/_runs.py",
-        "                self.recorder.write_now(run.agent_id, run.thread_id, run.turns.drain())\n",
-        "                run.turns.drain()\n",
+        "                final = FinalWrite(self, run, run.turns.drain())\n",
+        "                final = FinalWrite(self, run, [])\n",
         ("tests/test_checkpoint_recording.py::-k::recorded_once_in_order",),
     ),
     Mutation(
         "fenced_turns",
-        "recording: a run fenced out leaves its unrecorded messages to the next holder",
+        "a run that lost its lease leaves its unrecorded messages and its planned calls to the "
+        "next holder",
         "langgraph_recall/checkpoint/_runs.py",
         "            if run.lease.lost is None:\n",
         "            if True:\n",
-        ("tests/test_checkpoint_recording.py::-k::fenced_out",),
+        (
+            "tests/test_checkpoint_recording.py::-k::fenced_out",
+            "tests/test_tools_planned.py::-k::lost_its_lease",
+        ),
     ),
     Mutation(
         "settle",
@@ -263,9 +267,9 @@ MUTATIONS = [
         "pg_record_no_probe",
         "PostgreSQL: recording new messages reads no recorded turn (the unique index decides)",
         "langgraph_recall/store/_records.py",
-        '            "CROSS JOIN ag RETURNING 1) "\n',
-        '            "CROSS JOIN ag WHERE NOT EXISTS (SELECT 1 FROM recall_turns t "\n'
-        '            "WHERE t.agent_id = ag.turn_seq::text AND t.msg_id = i.msg_id) RETURNING 1) "\n',
+        '    "CROSS JOIN ag RETURNING 1)"\n',
+        '    "CROSS JOIN ag WHERE NOT EXISTS (SELECT 1 FROM recall_turns t "\n'
+        '    "WHERE t.agent_id = ag.turn_seq::text AND t.msg_id = i.msg_id) RETURNING 1)"\n',
         ("tests/test_store_records.py::-k::reads_no_recorded_turn",),
     ),
     Mutation(
@@ -509,11 +513,12 @@ MUTATIONS = [
     ),
     Mutation(
         "plan_ahead",
-        "a durable call's intent commits with its AI message's checkpoint (no claim of its own)",
+        "a tool node that tells the checkpointer about itself (RecallMiddleware's, which the "
+        "graph does not show) has its later calls' intents commit with their checkpoints",
         "langgraph_recall/checkpoint/_saver.py",
         "        if self.carries:\n            self._shared.plans.register(node, planner)\n",
         "        pass  # never plan\n",
-        ("tests/test_tools_planned.py::-k::claimed_with_their_checkpoint or async_runs_claim",),
+        ("tests/test_tools_planned.py::-k::recall_middleware_claims",),
     ),
     Mutation(
         "plan_close_at_end",

@@ -570,3 +570,28 @@ def test_a_planned_claim_is_handed_over_once(store: RecallStore, saver: Any, tmp
 
     assert _sent(effects) == ["u0@example.com", "boom@example.com"]  # not run again
     assert [a.status for a in store.actions("t-retry")] == ["done", "failed"]
+
+
+def test_a_run_that_lost_its_lease_leaves_its_planned_calls_open(
+    store: RecallStore, saver: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run pauses before its tool node with a call planned, and finds at its end that
+    # another process took the lease over: closing the call as never started could close one
+    # the new holder has started meanwhile. It stays open (in doubt to the new holder: the
+    # safe side), and nothing ran here.
+    from langgraph_recall import LeaseLost
+    from langgraph_recall.checkpoint import _runs
+
+    effects = str(tmp_path / "effects")
+    graph = _graph(store, saver, effects, _sends(1), interrupt_before=["tools"])
+
+    def taken_over(name: str, hold: Any = None) -> None:
+        if name == "before_release":
+            saver._shared.keeper.mark_lost("t-lost", "another process took it over")
+
+    monkeypatch.setattr(_runs, "fault_point", taken_over)
+    with pytest.raises(LeaseLost):
+        graph.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-lost"}})
+    (planned,) = store.actions("t-lost")
+    assert (planned.status, planned.attempt) == ("open", 1)
+    assert _sent(effects) == []
