@@ -250,3 +250,31 @@ def test_a_claim_whose_read_found_a_write_in_progress_still_writes_on_the_writer
         writer.set_trace_callback(None)
         assert out == ["claimed"]
         assert any(s.startswith("INSERT INTO recall_actions") for s in seen), seen
+
+
+@pytest.mark.parametrize("write", ["release", "renew"])
+def test_a_lease_write_queues_at_the_stores_write_lock(tmp_path: Path, write: str) -> None:
+    # On its own pooled connection a lease's release or renewal met this process's writers
+    # inside SQLite, whose busy handler sleeps 1, 2, 5... ms between tries and can lose every
+    # race to a busy writer thread (a release beside a recording loop waited 1.3 s). Queued at
+    # the write lock, it waits for the write in progress, no longer.
+    with RecallStore.open(str(tmp_path / "r.db")) as store:
+        lease = store.acquire_lease("ag", "worker-a", 30.0)
+        done = threading.Event()
+        answers: list[bool] = []
+
+        def lease_write() -> None:
+            if write == "release":
+                answers.append(store.release_lease("ag", "worker-a", lease.epoch))
+            else:
+                answers.append(store.renew_lease("ag", "worker-a", lease.epoch, 60.0))
+            done.set()
+
+        with store._db.write_lock:  # another thread of this process is writing
+            worker = threading.Thread(target=lease_write)
+            worker.start()
+            assert not done.wait(0.5), "the lease write went round the write lock"
+        worker.join(10)
+        assert answers == [True]
+        expires = store.lease("ag").expires_at
+        assert expires == 0 if write == "release" else expires > lease.expires_at

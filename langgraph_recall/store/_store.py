@@ -14,6 +14,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Container, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -33,7 +34,7 @@ from langgraph.store.base import (
 
 from .._errors import RecallError
 from . import _actions, _items, _records
-from ._db import Database, PostgresDatabase, SqliteDatabase, is_postgres_target, sqlite_path
+from ._db import Database, PostgresDatabase, SqliteDatabase, Tx, is_postgres_target, sqlite_path
 from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView, UndoReport
 from ._secret import postgres_secret, sqlite_secret
 
@@ -792,9 +793,10 @@ class RecallStore(BaseStore):
 
     def renew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
         """Extend our lease; False if another holder took it (we were fenced out)."""
-        # One UPDATE, autocommitted: no transaction left open across round trips, so a holder
-        # frozen mid-renewal (SIGSTOP, a paused VM) never holds the lease row against takeover.
-        with self._db.tx() as tx:
+        # PostgreSQL: one UPDATE, autocommitted: no transaction left open across round trips,
+        # so a holder frozen mid-renewal (SIGSTOP, a paused VM) never holds the lease row
+        # against takeover. SQLite: see ``_lease_write``.
+        with self._lease_write() as tx:
             return _records.renew_lease(tx, agent_id, holder, epoch, ttl)
 
     async def arenew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
@@ -802,8 +804,19 @@ class RecallStore(BaseStore):
 
     def release_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
         """Give the lease up so the next process can start at once."""
-        with self._db.tx() as tx:  # one autocommitted UPDATE, as in renew_lease
+        with self._lease_write() as tx:  # one autocommitted UPDATE, as in renew_lease
             return _records.release_lease(tx, agent_id, holder, epoch)
+
+    def _lease_write(self) -> AbstractContextManager[Tx]:
+        """The transaction of a lease's renewal or release: autocommitted on PostgreSQL; on
+        SQLite a write on the writers' connection, under the store's write lock.
+
+        On SQLite every write of this process must queue at that lock. An UPDATE on a pooled
+        connection would meet the writers' transaction inside SQLite instead, whose busy
+        handler sleeps 1, 2, 5... ms between tries and can lose every race to a busy writer
+        thread: beside one thread recording in a loop, a release measured here waited 1.3 s.
+        """
+        return self._db.tx(write=self._db.dialect == "sqlite")
 
     async def arelease_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
         return await self._run(self.release_lease, agent_id, holder, epoch)
