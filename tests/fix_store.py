@@ -138,9 +138,10 @@ def count_transactions(store: RecallStore, monkeypatch: Any) -> list[bool]:
 
 @contextmanager
 def captured_sql(monkeypatch: Any) -> Iterator[list[tuple[str, list[Any]]]]:
-    """Record every (sql, params) the store reads with, in this thread, while the block runs."""
+    """Record every (sql, params) the store runs, in this thread, while the block runs (for
+    ``Tx.many``, the params of its first row)."""
     seen: list[tuple[str, list[Any]]] = []
-    real_all, real_one = Tx.all, Tx.one
+    real_all, real_one, real_run, real_many = Tx.all, Tx.one, Tx.run, Tx.many
 
     def spy_all(self: Tx, sql: str, params: Any = (), **options: Any) -> Any:
         seen.append((sql, list(params)))
@@ -150,9 +151,19 @@ def captured_sql(monkeypatch: Any) -> Iterator[list[tuple[str, list[Any]]]]:
         seen.append((sql, list(params)))
         return real_one(self, sql, params, **options)
 
+    def spy_run(self: Tx, sql: str, params: Any = ()) -> Any:
+        seen.append((sql, list(params)))
+        return real_run(self, sql, params)
+
+    def spy_many(self: Tx, sql: str, rows: Any) -> Any:
+        seen.append((sql, list(rows[0]) if rows else []))
+        return real_many(self, sql, rows)
+
     with monkeypatch.context() as m:
         m.setattr(Tx, "all", spy_all)
         m.setattr(Tx, "one", spy_one)
+        m.setattr(Tx, "run", spy_run)
+        m.setattr(Tx, "many", spy_many)
         yield seen
 
 

@@ -279,6 +279,68 @@ def test_recording_new_messages_reads_no_recorded_turn_whatever_the_history(
         assert plan[0]["Plan"]["Actual Rows"] == 1, (mode, plan)  # the count, all 42 inserted
 
 
+def test_a_short_batch_on_sqlite_is_one_insert_and_reads_no_recorded_turn(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A chat turn's messages: the rows go in one INSERT numbered from the agent's count, and
+    # the count moves after it; no read of which ids are recorded (the unique index refuses
+    # the INSERT whole if one is).
+    with RecallStore.open(str(tmp_path / "r.db")) as store:
+        store.record("ag", [HumanMessage(f"m{i}", id=f"h{i}") for i in range(300)])
+        with captured_sql(monkeypatch) as seen:
+            said = [AIMessage("a", id="new1"), ToolMessage("r", tool_call_id="c", id="new2")]
+            assert store.record("ag", [*said, said[0]]) == 2, "a repeat within the batch once"
+        on_turns = [sql for sql, _ in seen if "recall_turns" in sql]
+        assert len(on_turns) == 1 and on_turns[0].startswith("WITH base(s)"), seen
+        assert len(seen) == 2, seen  # the INSERT, then the agent row's count
+        assert [(t.msg_id, t.seq) for t in store.turns("ag", last=3)] == [
+            ("h299", 300),
+            ("new1", 301),
+            ("new2", 302),
+        ]
+        assert store.record("fresh", said) == 2, "a new agent numbers from 1"
+        assert [t.seq for t in store.turns("fresh")] == [1, 2]
+        assert store.record("ag", [AIMessage("b", id="new3")]) == 1
+        assert [t.seq for t in store.turns("ag", last=1)] == [303]
+        assert verify(store).problems == []
+
+
+def test_a_short_batch_with_a_recorded_message_leaves_no_row_of_its_insert(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The refused INSERT is one statement: none of its rows stay, and the reading path then
+    # records only the new ones, numbered without a gap.
+    with RecallStore.open(str(tmp_path / "r.db")) as store:
+        store.record("ag", [HumanMessage("one", id="m1"), HumanMessage("two", id="m2")])
+        with captured_sql(monkeypatch) as seen:
+            batch = [HumanMessage("three", id="m3"), HumanMessage("two", id="m2")]
+            assert store.record("ag", [*batch, HumanMessage("four", id="m4")]) == 2
+        assert any("msg_id IN" in sql for sql, _ in seen), "the reading path ran"
+        assert [(t.msg_id, t.seq) for t in store.turns("ag")] == [
+            ("m1", 1),
+            ("m2", 2),
+            ("m3", 3),
+            ("m4", 4),
+        ]
+        assert verify(store).problems == []
+
+
+def test_a_long_batch_on_sqlite_reads_which_ids_are_recorded_first(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past the one-INSERT size a batch is more often a history sent again (a hook's first
+    # call in a new process), which the read of ids settles before anything is serialised.
+    from langgraph_recall.store._records import _SQLITE_ONE_INSERT_MAX
+
+    with RecallStore.open(str(tmp_path / "r.db")) as store:
+        batch = [HumanMessage(f"m{i}", id=f"h{i}") for i in range(_SQLITE_ONE_INSERT_MAX + 1)]
+        with captured_sql(monkeypatch) as seen:
+            assert store.record("ag", batch) == len(batch)
+        assert any("msg_id IN" in sql for sql, _ in seen)
+        assert not any(sql.startswith("WITH base(s)") for sql, _ in seen)
+        assert [t.seq for t in store.turns("ag")] == list(range(1, len(batch) + 1))
+
+
 # --- working state, milestones, pointers ---------------------------------------------------
 
 

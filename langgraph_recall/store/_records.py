@@ -10,6 +10,7 @@ PostgreSQL, so two processes can never both win.
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import time
 from collections.abc import Container, Sequence
 from typing import Any
@@ -157,6 +158,10 @@ def record(
         return 0
     ids = _message_ids(messages)
     check_agent_id(agent_id)
+    if tx.dialect == "sqlite" and len(ids) <= _SQLITE_ONE_INSERT_MAX:
+        done = _record_new_sqlite(tx, agent_id, ids, messages, thread_id, output_threshold)
+        if done is not None:
+            return done
     if tx.dialect == "postgres":
         # The agent row's lock before the read: concurrent recorders of one agent then read
         # which ids are new one after the other. (SQLite's write transaction already does.)
@@ -214,6 +219,69 @@ def record(
         rows,
     )
     return len(fresh)
+
+
+# A short batch on SQLite (a chat turn's messages, a short run's hand-over) goes as one INSERT
+# taking every message as new; a longer one reads which ids are recorded already, then inserts.
+_SQLITE_ONE_INSERT_MAX = 16
+_sqlite_inserts: dict[int, str] = {}
+
+
+def _sqlite_insert(n: int) -> str:
+    """One INSERT of ``n`` turns numbered after the agent's count (0 for a new agent)."""
+    sql = _sqlite_inserts.get(n)
+    if sql is None:
+        rows = ", ".join(f"({k}, ?, ?, ?, ?)" for k in range(1, n + 1))
+        sql = _sqlite_inserts[n] = (
+            "WITH base(s) AS (SELECT coalesce((SELECT turn_seq FROM recall_agents "
+            "WHERE agent_id = ?), 0)) "
+            "INSERT INTO recall_turns (agent_id, seq, msg_id, thread_id, role, dtype, data, "
+            "size, output_ref, created_at) SELECT ?, base.s + v.column1, v.column2, ?, "
+            "v.column3, v.column4, v.column5, length(v.column5), NULL, {now} "
+            f"FROM base, (VALUES {rows}) AS v"
+        )
+    return sql
+
+
+def _record_new_sqlite(
+    tx: Tx,
+    agent_id: str,
+    ids: list[str],
+    messages: Sequence[BaseMessage],
+    thread_id: str | None,
+    output_threshold: int,
+) -> int | None:
+    """SQLite, in the caller's write transaction: a short batch as two statements (its rows,
+    then the agent's count) instead of three, without reading which ids are recorded already.
+
+    Returns None, having written nothing, when it cannot decide alone: a message large enough
+    to go to the outputs table, or one recorded before (the unique index on (agent_id,
+    msg_id) refuses the whole INSERT, which is one statement, so none of its rows stay). The
+    caller then reads which messages are new. The rows are numbered from the agent row's
+    count before the bump moves it, which nothing else can move in between: the transaction
+    holds SQLite's write lock.
+    """
+    batch: dict[str, tuple[str, str, bytes]] = {}  # first occurrence of each id, in order
+    for mid, m in zip(ids, messages, strict=False):
+        if mid in batch:
+            continue
+        if isinstance(m.content, str) and len(m.content) > output_threshold:
+            return None
+        dtype, data = dumps_typed(m)
+        batch[mid] = (m.type, dtype, data)
+    params: list[Any] = [agent_id, agent_id, thread_id]
+    for mid, (role, dtype, data) in batch.items():
+        params += (mid, role, dtype, data)
+    try:
+        tx.run(_sqlite_insert(len(batch)), params)
+    except sqlite3.IntegrityError as exc:
+        # Only a message recorded already sends the batch to the reading path: the numbers
+        # cannot collide under the write lock, so any other refusal is a fault to report.
+        if "recall_turns.msg_id" not in str(exc):
+            raise
+        return None
+    bump(tx, agent_id, "turn_seq", len(batch))
+    return len(batch)
 
 
 # record_pg's statement, in parts: the agent row's count moves by the batch (its upsert is what
