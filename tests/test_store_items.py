@@ -506,6 +506,33 @@ def test_reads_refresh_the_ttl_unless_told_not_to(store: RecallStore) -> None:
     assert (_expires_at(store, ("t",), "k") or 0.0) > e1
 
 
+@pytest.mark.parametrize("read", ["get", "search"])
+def test_a_ttl_refresh_on_sqlite_queues_at_the_stores_write_lock(tmp_path: Any, read: str) -> None:
+    # The refresh is a write: run on the read's pooled connection it met this process's
+    # writers inside SQLite, whose busy handler sleeps milliseconds between tries. It runs
+    # after the read instead, in a write transaction that waits for the write in progress.
+    import threading
+
+    with RecallStore.open(str(tmp_path / "r.db")) as store:
+        store.put(("t",), "k", {"v": 1}, ttl=10)
+        e0 = _expires_at(store, ("t",), "k") or 0.0
+        wait_db_clock_past(store, e0 - 600 + 0.01)
+        done = threading.Event()
+        found: list[Any] = []
+
+        def reader() -> None:
+            found.append(store.get(("t",), "k") if read == "get" else store.search(("t",)))
+            done.set()
+
+        with store._db.write_lock:  # another thread of this process is writing
+            worker = threading.Thread(target=reader)
+            worker.start()
+            assert not done.wait(0.5), "the refresh went round the write lock"
+        worker.join(10)
+        assert found and found[0], "the read answers once the refresh is in"
+        assert (_expires_at(store, ("t",), "k") or 0.0) > e0
+
+
 def test_ttl_config_default_ttl_and_refresh_on_read(store_target: str) -> None:
     cfg = {"default_ttl": 5.0, "refresh_on_read": False}
     with RecallStore.open(store_target, ttl=cfg) as store:  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ _NOW: dict[Dialect, str] = {
 class Tx:
     """One open transaction (or autocommit read) on one connection."""
 
-    __slots__ = ("_cur", "_db", "_owner", "flush_later", "learned")
+    __slots__ = ("_cur", "_db", "_owner", "flush_later", "learned", "later")
 
     def __init__(
         self,
@@ -62,6 +62,8 @@ class Tx:
         # Whether this transaction's commit may return before it is on disk (see Database.tx);
         # on PostgreSQL the statement itself must ask the server (``_actions.end``).
         self.flush_later = flush_later
+        # SQLite, a read: writes it asked for (``run_write``), run once it has ended.
+        self.later: list[tuple[str, Sequence[Any]]] = []
 
     def promote(self) -> bool:
         """Turn this read into a write transaction, if that costs no wait; True when it is one.
@@ -112,6 +114,18 @@ class Tx:
         if self.learned is not None:
             self.learned.forget()
         return int(self._cur.execute(self._db.sql(sql), self._p(params)).rowcount)
+
+    def run_write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """A write that a read may ask for (a TTL's refresh): run now in a write transaction
+        or on PostgreSQL; in a SQLite read, run once the read has ended, in a write transaction
+        of its own, which queues at the store's write lock. Run here, on the read's pooled
+        connection, it would meet this process's writers inside SQLite, whose busy handler
+        sleeps milliseconds between tries (see ``RecallStore._lease_write``)."""
+        owner = self._owner
+        if owner is None or owner.writes:
+            self.run(sql, params)
+        else:
+            self.later.append((sql, params))
 
     def _p(self, params: Sequence[Any]) -> Sequence[Any] | None:
         # psycopg parses %-placeholders whenever params is not None, even when empty.
@@ -444,7 +458,7 @@ class _Outermost:
     two nested ``@contextmanager`` layers cost more than the SQLite statement they wrap.
     """
 
-    __slots__ = ("_db", "_inner")
+    __slots__ = ("_db", "_inner", "_tx")
 
     def __init__(
         self, db: Database, write: bool, warm: bool, flush_later: bool, learn: Hashable | None
@@ -453,13 +467,19 @@ class _Outermost:
         self._inner: AbstractContextManager[Tx] = db._open(write, warm, flush_later, learn)
 
     def __enter__(self) -> Tx:
-        tx = self._inner.__enter__()
+        tx = self._tx = self._inner.__enter__()
         self._db._local.tx = tx
         return tx
 
     def __exit__(self, et: Any, exc: Any, tb: Any) -> bool | None:
         self._db._local.tx = None
-        return self._inner.__exit__(et, exc, tb)
+        out = self._inner.__exit__(et, exc, tb)
+        later = self._tx.later
+        if later and et is None:
+            with self._db.tx(write=True) as tx:
+                for sql, params in later:
+                    tx.run(sql, params)
+        return out
 
 
 class _SqliteTx:
@@ -467,6 +487,11 @@ class _SqliteTx:
     without BEGIN on a borrowed connection, or on the writers' when ``warm`` and it is free."""
 
     __slots__ = ("_db", "_write", "_locked", "_conn", "_cur", "_relaxed")
+
+    @property
+    def writes(self) -> bool:
+        """Whether this is a write transaction (one from the start, or a promoted read)."""
+        return self._write
 
     def __init__(self, db: SqliteDatabase, write: bool, warm: bool, flush_later: bool) -> None:
         self._db = db

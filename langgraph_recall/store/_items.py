@@ -79,7 +79,7 @@ def _row_search_item(row: Sequence[Any], score: float | None) -> SearchItem:
 def _refresh(tx: Tx, rows: Iterable[Sequence[Any]]) -> None:
     keyed = [(r[5] * 60.0, r[0], r[1]) for r in rows if r[5] is not None]
     for ttl_seconds, prefix, key in keyed:
-        tx.run(
+        tx.run_write(
             "UPDATE recall_items SET expires_at = {now} + ? WHERE prefix = ? AND key = ?",
             (ttl_seconds, prefix, key),
         )
