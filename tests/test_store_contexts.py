@@ -14,11 +14,12 @@ import textwrap
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from fix_checkpoint import chain
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
@@ -54,6 +55,53 @@ async def test_open_as_an_async_context_manager(store_target: str) -> None:
     with pytest.raises(RecallError) as err:
         await store.aget(("a",), "k")
     assert err.value.code == "closed"
+
+
+class _Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _reply(state: _Chat) -> dict[str, Any]:
+    last = state["messages"][-1]
+    return {"messages": [AIMessage(f"re: {last.content}", id=f"r-{last.id}")]}
+
+
+def test_memory_opens_a_store_of_its_own_that_goes_when_closed(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's own ":memory:" is one database per connection; the store reads on several, so
+    # it gave "no such table" and left a ":memory:.secret" file in the working folder.
+    monkeypatch.chdir(tmp_path)
+    first, second = RecallStore.open(":memory:"), RecallStore.open("sqlite:///:memory:")
+    try:
+        assert first.record("ag", [HumanMessage("hi", id="m1")]) == 1
+        assert [t.msg_id for t in first.turns("ag")] == ["m1"]
+        assert second.turns("ag") == [], "each :memory: store is its own"
+        graph = chain(_Chat, ("reply", _reply)).compile(
+            checkpointer=first.checkpointer(), store=first
+        )
+        graph.invoke(
+            {"messages": [HumanMessage("go", id="m2")]}, {"configurable": {"thread_id": "t"}}
+        )
+        assert [t.msg_id for t in first.turns("t")] == ["m2", "r-m2"]
+        folder = os.path.dirname(first.target)
+        assert os.path.exists(first.target)
+    finally:
+        first.close()
+        second.close()
+    assert not os.path.exists(folder), "its folder is removed on close"
+    assert os.listdir(tmp_path) == [], "nothing left in the working folder"
+
+
+def test_an_empty_path_is_refused_and_creates_nothing(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for empty in ("", "sqlite:///", "  "):
+        with pytest.raises(RecallError) as err:
+            RecallStore.open(empty)
+        assert err.value.code == "invalid_value" and ":memory:" in str(err.value)
+    assert os.listdir(tmp_path) == []
 
 
 def test_the_password_is_not_shown(pg_database: str) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Container, Iterable, Sequence
@@ -90,6 +92,8 @@ class RecallStore(BaseStore):
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
         self._closed = False
+        # Opened on ":memory:": removes the store's temporary folder (see ``open``).
+        self._scratch: weakref.finalize[Any, Any] | None = None
         # Tool undo functions registered by DurableToolNode / RecallMiddleware (name -> fn).
         self._undo_registry: dict[str, Callable[..., Any]] = {}
         # RecallCheckpointers on this store: close() closes them first (their leases and
@@ -117,7 +121,9 @@ class RecallStore(BaseStore):
         """Open (creating on first use) the store at a SQLite path or a ``postgresql://`` DSN.
 
         Args:
-            target: a file path (default ``./recall.db`` or ``$LANGGRAPH_RECALL_DB``) or a DSN.
+            target: a file path (default ``./recall.db`` or ``$LANGGRAPH_RECALL_DB``), a DSN,
+                or ``":memory:"``: a store for one process (a notebook, a test) whose file
+                lives in a temporary folder, removed when the store closes.
             secret: signing secret for approvals; required on PostgreSQL (or
                 ``$LANGGRAPH_RECALL_SECRET``); on SQLite a 0600 file beside the database.
             index: an embedding index config, as LangGraph's stores take, for vector search.
@@ -165,6 +171,19 @@ class RecallStore(BaseStore):
                 raise
         else:
             path = sqlite_path(text)
+            if not path.strip():
+                raise RecallError(
+                    "RecallStore.open() got an empty path: pass a SQLite file path (such as "
+                    "'./recall.db'), a postgresql:// DSN, or ':memory:' for a store that is "
+                    "thrown away when closed",
+                    code="invalid_value",
+                )
+            scratch = None
+            if path == ":memory:":
+                # SQLite's own ":memory:" is one database per connection, and the store reads on
+                # several: a file in a folder of its own, removed when the store closes, instead.
+                scratch = tempfile.mkdtemp(prefix="langgraph-recall-")
+                path = os.path.join(scratch, "recall.db")
             parent = os.path.dirname(os.path.abspath(path))
             if not os.path.isdir(parent):
                 raise RecallError(
@@ -187,7 +206,14 @@ class RecallStore(BaseStore):
                 )
             except BaseException:
                 db.close()
+                if scratch is not None:
+                    shutil.rmtree(scratch, ignore_errors=True)
                 raise
+            if scratch is not None:
+                store = cls(db, secret=key, index=index, ttl=ttl, output_threshold=output_threshold)
+                # On close, or when the store is dropped unclosed, or at exit.
+                store._scratch = weakref.finalize(store, shutil.rmtree, scratch, True)
+                return store
         return cls(db, secret=key, index=index, ttl=ttl, output_threshold=output_threshold)
 
     @property
@@ -217,6 +243,8 @@ class RecallStore(BaseStore):
         self.stop_ttl_sweeper()
         self._db.close()
         self._db.finished.clear()
+        if self._scratch is not None:  # opened on ":memory:": its folder goes with it
+            self._scratch()
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
