@@ -287,14 +287,36 @@ def _record_new_sqlite(
 # record_pg's statement, in parts: the agent row's count moves by the batch (its upsert is what
 # makes two recorders of one agent take turns), and the batch is numbered after it.
 _PG_BUMP = _bumped("turn_seq")
-_PG_TURNS = (
+_PG_INSERT = (
     "ins AS (INSERT INTO recall_turns (agent_id, seq, msg_id, thread_id, role, dtype, "
     "data, size, output_ref, created_at) SELECT ?, ag.turn_seq - ? + i.ord, i.msg_id, "
-    "?, i.role, i.dtype, i.data, octet_length(i.data), NULL, {now} "
-    "FROM unnest(CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), "
-    "CAST({b} AS BYTEA[])) WITH ORDINALITY AS i(msg_id, role, dtype, data, ord) "
-    "CROSS JOIN ag RETURNING 1)"
+    "?, i.role, i.dtype, i.data, octet_length(i.data), NULL, {now} FROM "
 )
+_PG_ROWS = " AS i(msg_id, role, dtype, data, ord) CROSS JOIN ag RETURNING 1)"
+# A batch as arrays, one per column: one statement text for any size.
+_PG_ARRAYS = (
+    "unnest(CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), CAST({b} AS TEXT[]), "
+    "CAST({b} AS BYTEA[])) WITH ORDINALITY"
+)
+# Up to this many messages (a chat turn's) go as VALUES rows instead: the server unpacks no
+# arrays, which saved 35 to 40 us of a run's end with 2 messages here, for one statement text
+# (and one prepared statement per connection) per size.
+_PG_VALUES_MAX = 4
+_pg_turns: dict[int, str] = {}
+
+
+def _pg_turns_part(n: int) -> str:
+    """record_pg's insert of ``n`` messages: the CTE ``ins``, reading the agent's count from
+    the CTE ``ag``."""
+    part = _pg_turns.get(n)
+    if part is None:
+        if n <= _PG_VALUES_MAX:
+            rows = ", ".join(f"(?, ?, ?, CAST({{b}} AS BYTEA), {k})" for k in range(1, n + 1))
+            source = f"(VALUES {rows})"
+        else:
+            source = _PG_ARRAYS
+        part = _pg_turns[n] = _PG_INSERT + source + _PG_ROWS
+    return part
 
 # record_pg takes every message it is given as new, and a message recorded before makes it hand
 # the whole batch to the locking path: right for a run's new messages (the recorder hands over
@@ -316,8 +338,8 @@ def record_pg(
 
     ``record`` takes six round trips there (BEGIN, the agent row, the ids already recorded,
     the sequence numbers, the rows, COMMIT), each a pool checkout and a wait on the server.
-    Here the messages go as arrays, all taken as new: the agent's count moves by their number
-    and they are numbered after it, all or nothing.
+    Here the messages go as arrays (a short batch as VALUES rows), all taken as new: the
+    agent's count moves by their number and they are numbered after it, all or nothing.
 
     Returns None, having written nothing, when this statement cannot decide alone: a message
     large enough to go to the outputs table, or a message recorded already (a history sent
@@ -350,21 +372,24 @@ def record_pg(
         batch[mid] = (m.type, dtype, data)
     check_agent_id(agent_id)
     values = list(batch.values())
-    rows = (
-        agent_id,
-        len(batch),
-        thread_id,
-        list(batch),
-        [v[0] for v in values],
-        [v[1] for v in values],
-        [v[2] for v in values],
-    )
+    rows: tuple[Any, ...] = (agent_id, len(batch), thread_id)
+    if len(batch) <= _PG_VALUES_MAX:
+        for mid, (role, dtype, data) in batch.items():
+            rows += (mid, role, dtype, data)
+    else:
+        rows += (
+            list(batch),
+            [v[0] for v in values],
+            [v[1] for v in values],
+            [v[2] for v in values],
+        )
+    turns = _pg_turns_part(len(batch))
     try:
         if release is None:
             row = tx.one(
                 "WITH ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, "
                 "turn_seq, revision_seq, action_seq) VALUES (?, {now}, {now}, ?, 0, 0) "
-                f"{_PG_BUMP}), {_PG_TURNS} SELECT count(*) FROM ins",
+                f"{_PG_BUMP}), {turns} SELECT count(*) FROM ins",
                 (agent_id, len(batch), *rows),
             )
         else:
@@ -375,7 +400,7 @@ def record_pg(
                 "holder = ? AND epoch = ? RETURNING 1), "
                 "ag AS (INSERT INTO recall_agents (agent_id, created_at, last_activity, "
                 "turn_seq, revision_seq, action_seq) SELECT ?, {now}, {now}, ?, 0, 0 FROM rel "
-                f"{_PG_BUMP}), {_PG_TURNS} "
+                f"{_PG_BUMP}), {turns} "
                 "SELECT CASE WHEN EXISTS (SELECT 1 FROM rel) THEN (SELECT count(*) FROM ins) "
                 "ELSE -1 END",
                 (agent_id, release[0], release[1], agent_id, len(batch), *rows),
