@@ -977,6 +977,57 @@ MUTATIONS = [
         "        if final is not None and not final.ran:\n",
         ("tests/test_checkpoint_recording.py::-k::lost_as_the_run_ends",),
     ),
+    Mutation(
+        "lease_write_lock",
+        "SQLite: a lease's release and renewal queue at the store's write lock",
+        "langgraph_recall/store/_store.py",
+        '        return self._db.tx(write=self._db.dialect == "sqlite")\n',
+        "        return self._db.tx()\n",
+        ("tests/test_store_writer.py::-k::lease_write_queues",),
+    ),
+    Mutation(
+        "ttl_refresh_after_read",
+        "SQLite: a read's TTL refresh runs after the read, at the store's write lock",
+        "langgraph_recall/store/_db.py",
+        "        if owner is None or owner.writes:\n",
+        "        if True:\n",
+        ("tests/test_store_items.py::-k::ttl_refresh_on_sqlite_queues",),
+    ),
+    Mutation(
+        "sqlite_one_insert_refused_whole",
+        "SQLite: a short batch with a recorded message goes to the reading path",
+        "langgraph_recall/store/_records.py",
+        '        if "recall_turns.msg_id" not in str(exc):\n            raise\n        return None\n',
+        '        if "recall_turns.msg_id" not in str(exc):\n            raise\n        return 0\n',
+        (
+            "tests/test_store_records.py::-k::short_batch_with_a_recorded",
+            "tests/test_store_records.py::-k::appends_each_new_message_once",
+        ),
+    ),
+    Mutation(
+        "sqlite_one_insert_numbering",
+        "SQLite: a short batch is numbered right after the agent's last turn",
+        "langgraph_recall/store/_records.py",
+        '"size, output_ref, created_at) SELECT ?, base.s + v.column1, v.column2, ?, "',
+        '"size, output_ref, created_at) SELECT ?, base.s + v.column1 + 1, v.column2, ?, "',
+        ("tests/test_store_records.py::-k::short_batch_on_sqlite_is_one_insert",),
+    ),
+    Mutation(
+        "memory_store",
+        "':memory:' opens a store of its own in a temporary folder",
+        "langgraph_recall/store/_store.py",
+        '            if path == ":memory:":\n',
+        "            if False:\n",
+        ("tests/test_store_contexts.py::-k::memory_opens",),
+    ),
+    Mutation(
+        "empty_path_refused",
+        "an empty path is refused, creating nothing",
+        "langgraph_recall/store/_store.py",
+        "            if not path.strip():\n",
+        "            if False:\n",
+        ("tests/test_store_contexts.py::-k::empty_path",),
+    ),
 ]
 
 
