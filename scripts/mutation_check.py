@@ -516,7 +516,7 @@ MUTATIONS = [
         "a tool node that tells the checkpointer about itself (RecallMiddleware's, which the "
         "graph does not show) has its later calls' intents commit with their checkpoints",
         "langgraph_recall/checkpoint/_saver.py",
-        "        if self.carries:\n            self._shared.plans.register(node, planner)\n",
+        "        self._shared.plans.register(planners, node, planner)\n",
         "        pass  # never plan\n",
         ("tests/test_tools_planned.py::-k::recall_middleware_claims",),
     ),
@@ -941,7 +941,7 @@ MUTATIONS = [
         "plans_learn_graph",
         "a run's start finds the graph's durable tool nodes: even the first call is planned",
         "langgraph_recall/checkpoint/_saver.py",
-        "            return self.inner.get_tuple(config)\n        self._learn_graph(loop)\n",
+        "            return self.inner.get_tuple(config)\n        self._learn_graph(run, loop)\n",
         "            return self.inner.get_tuple(config)\n",
         ("tests/test_tools_planned.py::-k::even_the_first",),
     ),
@@ -949,7 +949,7 @@ MUTATIONS = [
         "plans_learn_graph_async",
         "the same for an async run's start",
         "langgraph_recall/checkpoint/_saver.py",
-        '            return await self._acall("get_tuple", config)\n        self._learn_graph(loop)\n',
+        '            return await self._acall("get_tuple", config)\n        self._learn_graph(run, loop)\n',
         '            return await self._acall("get_tuple", config)\n',
         ("tests/test_tools_planned.py::-k::async_runs_claim",),
     ),
@@ -1027,6 +1027,14 @@ MUTATIONS = [
         "            if not path.strip():\n",
         "            if False:\n",
         ("tests/test_store_contexts.py::-k::empty_path",),
+    ),
+    Mutation(
+        "planners_per_graph",
+        "a run plans only with its own graph's tool nodes, whatever another graph names its own",
+        "langgraph_recall/checkpoint/_plans.py",
+        "        self._graphs[id(nodes)] = (nodes, planners)\n        return planners\n",
+        "        self._unknown.update(planners)\n        return self._unknown\n",
+        ("tests/test_tools_planned.py::-k::two_graphs_naming",),
     ),
 ]
 

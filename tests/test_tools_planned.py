@@ -100,6 +100,53 @@ def test_every_call_even_the_first_is_claimed_with_its_checkpoint(
     assert claims == []
 
 
+def test_two_graphs_naming_their_tool_node_alike_each_plan_with_their_own(
+    store: RecallStore, saver: Any, tmp_path: Any, claims: list[str]
+) -> None:
+    # One checkpointer, two compiled graphs, both with a tool node called "tools". A run of
+    # the second, started while a run of the first is going, used to put its node in the
+    # first's place: the first run's later calls were then planned by a node that does not
+    # have their tool, and each claimed on its own.
+    import threading
+
+    effects = str(tmp_path / "effects")
+    sends = _graph(store, saver, effects, _sends(3))
+
+    @tool
+    def note(text: str) -> str:
+        """Write a note."""
+        return f"noted {text}"
+
+    notes = build_graph(
+        DurableToolNode([note], classes={"note": "external"}),
+        [reply("", call("note", text="a")), reply("", call("note", text="b")), reply("done")],
+        store=store,
+        checkpointer=saver,
+        name_prefix="notes",
+    )
+    steps = sends.stream(
+        {"messages": [HumanMessage("go")]},
+        {"configurable": {"thread_id": "t-sends"}},
+        durability="sync",
+        stream_mode="updates",
+    )
+    next(steps)  # the first run is going: its lease is held, its first call planned
+    next(steps)  # and its first call has run: the next put plans the second
+    other = threading.Thread(
+        target=notes.invoke,
+        args=({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-notes"}}),
+        kwargs={"durability": "sync"},
+    )
+    other.start()
+    other.join(60)
+    for _ in steps:
+        pass
+    assert _sent(effects) == ["u0@example.com", "u1@example.com", "u2@example.com"]
+    assert [a.attempt for a in store.actions("t-sends")] == [1, 1, 1]
+    assert [(a.tool, a.status) for a in store.actions("t-notes")] == [("note", "done")] * 2
+    assert claims == [], "every call of both graphs was claimed with its checkpoint"
+
+
 def _paused_before_a_planned_call(
     store: RecallStore, saver: Any, effects: str, thread: str
 ) -> tuple[Any, dict[str, Any]]:

@@ -10,7 +10,7 @@ after it leaves the call open (in doubt; re-run under its key if idempotent). It
 time: a crash between that checkpoint and the tool's start now also leaves the call open. The
 calls planned here are only those the next step will run: the checkpoint triggers a node
 (``branch:to:<node>``) whose ``DurableToolNode`` this checkpointer knows (found in the run's
-graph when the run started, ``Plans.learn_graph``, or registered by the node itself), and
+graph when the run started, ``Plans.of_graph``, or registered by the node itself), and
 the tool is ``external`` or ``idempotent`` with no approval to ask for (an approval's spend
 must commit with its intent, in the tool node).
 
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.messages import AIMessage
 
+from .._recent import Recent
 from ..store._actions import NOT_STARTED, Intent, Planned, end, planned_insert
 from ..store._models import Claim
 
@@ -47,6 +48,10 @@ try:  # pragma: no cover - location differs across langgraph versions
     from langgraph._internal._constants import TASKS as _SENDS
 except ImportError:  # pragma: no cover
     _SENDS = "__pregel_tasks"
+# Compiled graphs a checkpointer keeps the planners of. A process usually compiles its graphs
+# once; one that compiles a graph per request forgets the oldest, whose next run finds its
+# nodes again (a loop over them, no I/O).
+RECENT_GRAPHS = 64
 NOT_STARTED_NOTE = (
     "planned with the checkpoint of the AI message that asked for it; the run ended before "
     "the tool started, so it never ran"
@@ -99,46 +104,66 @@ class PlanRider:
 
 
 class Plans:
-    """One RecallCheckpointer's planners, by the node name whose trigger they answer."""
+    """One RecallCheckpointer's planners: per compiled graph, by the node name whose trigger
+    they answer.
+
+    Per graph, because a checkpointer may serve several graphs, and two of them may both name
+    their tool node "tools": a run plans only with its own graph's nodes, even while a run of
+    the other graph is going on another thread.
+    """
 
     def __init__(self, store: RecallStore, messages_key: str) -> None:
         self.store = store
         self.messages_key = messages_key
-        self.planners: dict[str, Planner] = {}
-        self._nodes_seen: Any = None  # the last graph's nodes ``learn_graph`` looked at
+        # Each compiled graph's planners, under the id of its nodes mapping, which is kept
+        # alive beside them (so the id is not reused while kept). A handful per process.
+        self._graphs: Recent[int, tuple[Any, dict[str, Planner]]] = Recent(RECENT_GRAPHS)
+        # The planners of runs whose graph could not be found (LangGraph's internals moved):
+        # nodes register here at their first call, as they did before graphs were told apart.
+        self._unknown: dict[str, Planner] = {}
 
-    def register(self, node: str, planner: Planner) -> None:
-        if self.planners.get(node) is not planner:
-            self.planners[node] = planner
-
-    def learn_graph(self, nodes: Mapping[str, Any] | None) -> None:
-        """Register the durable tool nodes of a run's (root) graph at the run's start, so
-        even a process's first durable call is planned. A node also registers itself on its
-        first call (``DurableTools._planned``): what ``RecallMiddleware`` relies on, whose
-        tool node is LangGraph's own and is not found here."""
-        if nodes is None or nodes is self._nodes_seen:
-            return  # the same compiled graph as last time: nothing new
+    def of_graph(self, nodes: Mapping[str, Any] | None) -> dict[str, Planner]:
+        """The planners of the graph whose run loop has ``nodes``: its durable tool nodes,
+        found at its first run's start, so even a process's first durable call is planned.
+        A node also registers itself on its first call (``register``): what
+        ``RecallMiddleware`` relies on, whose tool node is LangGraph's own and is not found
+        here. The same dict for every run of one compiled graph."""
+        if nodes is None:
+            return self._unknown
+        kept = self._graphs.get(id(nodes))
+        if kept is not None and kept[0] is nodes:
+            return kept[1]
+        planners: dict[str, Planner] = {}
         for name, node in list(nodes.items()):
             planner = getattr(getattr(node, "bound", None), "recall_planner", None)
             if planner is not None:
-                self.register(name, planner)
-        self._nodes_seen = nodes
+                planners[name] = planner
+        self._graphs[id(nodes)] = (nodes, planners)
+        return planners
+
+    @staticmethod
+    def register(planners: dict[str, Planner], node: str, planner: Planner) -> None:
+        """``planner`` answers ``node``'s trigger in the graph whose planners these are."""
+        if planners.get(node) is not planner:
+            planners[node] = planner
 
     def rider(
         self,
+        planners: dict[str, Planner],
         checkpoint: Mapping[str, Any],
         new_versions: Mapping[str, Any],
         agent_id: str,
         thread_id: str,
         epoch: int | None,
     ) -> PlanRider | None:
-        """The inserts to send with this checkpoint, or None (the usual case: no I/O)."""
-        if not self.planners or self.messages_key not in new_versions:
+        """The inserts to send with this checkpoint of a run of the graph whose ``planners``
+        these are, or None (the usual case: no I/O)."""
+        if not planners or self.messages_key not in new_versions:
             return None
         values = checkpoint["channel_values"]
         intents: list[Intent] = []
         # A copy: a node may register from a tool's thread while a put plans on another.
-        for node, planner in list(self.planners.items()):
+        for node, planner in list(planners.items()):
             only: Collection[str] | None = None
             if _TRIGGER + node not in values:
                 only = sent_calls(values.get(_SENDS), node)

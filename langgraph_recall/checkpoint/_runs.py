@@ -93,6 +93,8 @@ class Run:
     # Claims written ahead with a checkpoint of this run (``_plans``), by action id, until the
     # tool node takes them; those left when the run ends never started.
     planned: dict[str, Any] = field(default_factory=dict)
+    # The planners of the run's graph (``Plans.of_graph``): its durable tool nodes by name.
+    planners: dict[str, Any] = field(default_factory=dict)
     # The id of the checkpoint the run started from ("" on a new thread; None until read).
     # Checkpoint ids grow with time, so a root checkpoint of this thread with a greater id is
     # one this run made: the durability barrier waits for its put without a saver read.

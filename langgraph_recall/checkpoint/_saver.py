@@ -46,7 +46,7 @@ from ._fence import is_fence_error
 from ._lease import LeaseKeeper, new_holder_id
 from ._plans import Planner, PlanRider, Plans, attempts_of, close_not_started, take
 from ._recording import Recorder, messages_in
-from ._runs import RunLifecycle, find_loop, run_key
+from ._runs import Run, RunLifecycle, find_loop, run_key
 from ._same_db import can_carry, close_same_database_saver, is_fenced, put_with, put_writes_with
 from ._turns import TurnHelpers
 
@@ -235,7 +235,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         run = runs.begin(config, loop)
         if run is None:
             return self.inner.get_tuple(config)
-        self._learn_graph(loop)
+        self._learn_graph(run, loop)
         try:
             saved = self.inner.get_tuple(config)
             runs.restored(run, saved)
@@ -255,7 +255,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         run = await asyncio.to_thread(runs.begin, config, loop)
         if run is None:
             return await self._acall("get_tuple", config)
-        self._learn_graph(loop)
+        self._learn_graph(run, loop)
         try:
             saved = await self._acall("get_tuple", config)
             runs.restored(run, saved)
@@ -405,10 +405,13 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             # Under durability="exit" a durable call is refused before it starts (nothing is
             # saved before its side effect): a plan would only be closed as never started.
             return None
+        run = self._shared.runs.run_of(agent_id)
+        if run is None:  # no run holds the lease here: nothing to hand the claims to
+            return None
         epoch = md.get("recall_epoch")  # type: ignore[attr-defined]
         try:
             return self._shared.plans.rider(
-                checkpoint, new_versions, agent_id, str(conf.get("thread_id")), epoch
+                run.planners, checkpoint, new_versions, agent_id, str(conf.get("thread_id")), epoch
             )
         except Exception as exc:  # planning ahead must never cost a checkpoint: claim instead
             log.warning("could not plan the intents of a checkpoint's calls (%s)", exc)
@@ -615,17 +618,21 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     # --- what other parts of langgraph-recall ask --------------------------------------------
 
-    def _learn_graph(self, loop: Any) -> None:
+    def _learn_graph(self, run: Run, loop: Any) -> None:
         """The run's graph's durable tool nodes plan from its first checkpoint (``_plans``)."""
-        if self.carries and loop is not None:
-            self._shared.plans.learn_graph(getattr(loop, "nodes", None))
-
-    def plan_ahead(self, node: str, planner: Planner) -> None:
-        """Let ``planner`` (a durable tool node named ``node`` in the graph) write the intents
-        of the calls it will run with the checkpoint that triggers it (see ``_plans``).
-        Nothing happens unless this checkpointer is ``store.checkpointer()``'s."""
         if self.carries:
-            self._shared.plans.register(node, planner)
+            run.planners = self._shared.plans.of_graph(getattr(loop, "nodes", None))
+
+    def plan_ahead(self, node: str, planner: Planner, agent_id: str | None = None) -> None:
+        """Let ``planner`` (a durable tool node named ``node`` in the graph of ``agent_id``'s
+        run) write the intents of the calls it will run with the checkpoint that triggers it
+        (see ``_plans``), in this run and the later runs of its graph. Nothing happens unless
+        this checkpointer is ``store.checkpointer()``'s."""
+        if not self.carries:
+            return
+        run = None if agent_id is None else self._shared.runs.run_of(agent_id)
+        planners = self._shared.plans.of_graph(None) if run is None else run.planners
+        self._shared.plans.register(planners, node, planner)
 
     def take_planned(self, agent_id: str, action_id: str) -> Claim | None:
         """The claim of ``action_id`` written ahead by this process's run, handed over once."""

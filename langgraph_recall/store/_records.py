@@ -318,6 +318,7 @@ def _pg_turns_part(n: int) -> str:
         part = _pg_turns[n] = _PG_INSERT + source + _PG_ROWS
     return part
 
+
 # record_pg takes every message it is given as new, and a message recorded before makes it hand
 # the whole batch to the locking path: right for a run's new messages (the recorder hands over
 # at most 64 at a time, each recorded once), wasteful for a long history that is mostly

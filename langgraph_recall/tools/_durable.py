@@ -527,7 +527,7 @@ class DurableTools:
         ns = (config.get("configurable") or {}).get("checkpoint_ns") or ""
         if tool is not None and isinstance(node, str) and "|" not in ns:
             self._called[name] = tool
-            plan_ahead(node, self)
+            plan_ahead(node, self, agent_id)
         return saver.take_planned(agent_id, action_id)  # type: ignore[no-any-return]
 
     def _run(

@@ -154,7 +154,7 @@ class DurableToolNode(LoneCallInline):
         )
         self.durable = durable
         # What the checkpointer plans this node's calls with, found in the graph at a run's
-        # start (``_plans.Plans.learn_graph``).
+        # start (``_plans.Plans.of_graph``).
         self.recall_planner = durable
         durable.expect(self.tools_by_name)  # the objects ToolNode hands each call
         self._key_params: dict[str, tuple[str, ...]] = {
