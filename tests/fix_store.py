@@ -136,6 +136,27 @@ def count_transactions(store: RecallStore, monkeypatch: Any) -> list[bool]:
     return opened
 
 
+def queued_at_write_lock(store: RecallStore, call: Callable[[], Any]) -> Any:
+    """Run ``call`` on a thread while this thread holds the store's write lock (as another
+    writer of the process would); check it waits for the lock, then return what it answers."""
+    import threading
+
+    done = threading.Event()
+    answers: list[Any] = []
+
+    def run() -> None:
+        answers.append(call())
+        done.set()
+
+    with store._db.write_lock:
+        worker = threading.Thread(target=run)
+        worker.start()
+        assert not done.wait(0.5), "it went round the store's write lock"
+    worker.join(10)
+    assert answers, "it never finished"
+    return answers[0]
+
+
 @contextmanager
 def captured_sql(monkeypatch: Any) -> Iterator[list[tuple[str, list[Any]]]]:
     """Record every (sql, params) the store runs, in this thread, while the block runs (for

@@ -14,7 +14,13 @@ from typing import Any
 import psycopg
 import pytest
 from conftest import with_schema
-from fix_store import BagOfWordsEmbeddings, cosine, wait_db_clock_past, wait_until
+from fix_store import (
+    BagOfWordsEmbeddings,
+    cosine,
+    queued_at_write_lock,
+    wait_db_clock_past,
+    wait_until,
+)
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -511,25 +517,14 @@ def test_a_ttl_refresh_on_sqlite_queues_at_the_stores_write_lock(tmp_path: Any, 
     # The refresh is a write: run on the read's pooled connection it met this process's
     # writers inside SQLite, whose busy handler sleeps milliseconds between tries. It runs
     # after the read instead, in a write transaction that waits for the write in progress.
-    import threading
-
     with RecallStore.open(str(tmp_path / "r.db")) as store:
         store.put(("t",), "k", {"v": 1}, ttl=10)
         e0 = _expires_at(store, ("t",), "k") or 0.0
         wait_db_clock_past(store, e0 - 600 + 0.01)
-        done = threading.Event()
-        found: list[Any] = []
-
-        def reader() -> None:
-            found.append(store.get(("t",), "k") if read == "get" else store.search(("t",)))
-            done.set()
-
-        with store._db.write_lock:  # another thread of this process is writing
-            worker = threading.Thread(target=reader)
-            worker.start()
-            assert not done.wait(0.5), "the refresh went round the write lock"
-        worker.join(10)
-        assert found and found[0], "the read answers once the refresh is in"
+        found = queued_at_write_lock(
+            store, lambda: store.get(("t",), "k") if read == "get" else store.search(("t",))
+        )
+        assert found, "the read answers once the refresh is in"
         assert (_expires_at(store, ("t",), "k") or 0.0) > e0
 
 

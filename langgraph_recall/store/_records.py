@@ -243,6 +243,23 @@ def _sqlite_insert(n: int) -> str:
     return sql
 
 
+def _all_new_batch(
+    ids: list[str], messages: Sequence[BaseMessage], output_threshold: int
+) -> dict[str, tuple[str, str, bytes]] | None:
+    """The first occurrence of each id, in order, as (role, dtype, data), for a statement that
+    takes every message as new; None if a message is large enough to go to the outputs table
+    (which that statement does not write)."""
+    batch: dict[str, tuple[str, str, bytes]] = {}
+    for mid, m in zip(ids, messages, strict=False):
+        if mid in batch:
+            continue
+        if isinstance(m.content, str) and len(m.content) > output_threshold:
+            return None
+        dtype, data = dumps_typed(m)
+        batch[mid] = (m.type, dtype, data)
+    return batch
+
+
 def _record_new_sqlite(
     tx: Tx,
     agent_id: str,
@@ -261,14 +278,9 @@ def _record_new_sqlite(
     count before the bump moves it, which nothing else can move in between: the transaction
     holds SQLite's write lock.
     """
-    batch: dict[str, tuple[str, str, bytes]] = {}  # first occurrence of each id, in order
-    for mid, m in zip(ids, messages, strict=False):
-        if mid in batch:
-            continue
-        if isinstance(m.content, str) and len(m.content) > output_threshold:
-            return None
-        dtype, data = dumps_typed(m)
-        batch[mid] = (m.type, dtype, data)
+    batch = _all_new_batch(ids, messages, output_threshold)
+    if batch is None:
+        return None
     params: list[Any] = [agent_id, agent_id, thread_id]
     for mid, (role, dtype, data) in batch.items():
         params += (mid, role, dtype, data)
@@ -363,14 +375,9 @@ def record_pg(
     if not messages:
         return 0
     ids = _message_ids(messages)
-    batch: dict[str, tuple[str, str, bytes]] = {}  # first occurrence of each id, in order
-    for mid, m in zip(ids, messages, strict=False):
-        if mid in batch:
-            continue
-        if isinstance(m.content, str) and len(m.content) > output_threshold:
-            return None
-        dtype, data = dumps_typed(m)
-        batch[mid] = (m.type, dtype, data)
+    batch = _all_new_batch(ids, messages, output_threshold)
+    if batch is None:
+        return None
     check_agent_id(agent_id)
     values = list(batch.values())
     rows: tuple[Any, ...] = (agent_id, len(batch), thread_id)
