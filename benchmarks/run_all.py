@@ -97,6 +97,38 @@ def section(text: str, pattern: str) -> str | None:
     return None
 
 
+def written(path: str) -> str:
+    """When the results file was written: its last commit's date when the file is as
+    committed (a fresh clone gives every file the clone's time), else its own time."""
+    stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(os.path.getmtime(path)))
+    try:
+        unchanged = (
+            subprocess.run(
+                ["git", "diff", "--quiet", "HEAD", "--", path], cwd=RESULTS, check=False
+            ).returncode
+            == 0
+        )
+        if unchanged:
+            out = subprocess.run(
+                ["git", "log", "-1", "--format=%cd", "--date=format:%Y-%m-%d %H:%M", "--", path],
+                cwd=RESULTS,
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+            if out:
+                return f"{out} (its last commit)"
+    except OSError:  # no git: the file's own time
+        pass
+    return stamp
+
+
+def measured_on(text: str) -> str:
+    """ ", on host X" from the file's Machine line (hosts of one class differ in speed)."""
+    found = re.search(r"Machine: Linux-[^-]+-([a-z]+-v\d+)", text)
+    return f", on host `{found.group(1)}`" if found else ""
+
+
 def reproduce(text: str) -> str | None:
     m = re.search(r"Reproduce with:\s*```\s*\n(.*?)\n```", text, flags=re.S)
     return m.group(1).strip() if m else None
@@ -132,8 +164,7 @@ def summary(outcomes: list[Outcome], command: str) -> str:
         with open(path) as f:
             text = f.read()
         title = text.splitlines()[0].lstrip("# ").strip() if text else name
-        age = time.strftime("%Y-%m-%d %H:%M", time.localtime(os.path.getmtime(path)))
-        lines += [f"## [{title}]({name})", "", f"Written {age}."]
+        lines += [f"## [{title}]({name})", "", f"Written {written(path)}{measured_on(text)}."]
         cmd = reproduce(text)
         if cmd:
             lines += ["", f"Reproduce: `{cmd}`"]
