@@ -267,9 +267,10 @@ MUTATIONS = [
         "pg_record_no_probe",
         "PostgreSQL: recording new messages reads no recorded turn (the unique index decides)",
         "langgraph_recall/store/_records.py",
-        '    "CROSS JOIN ag RETURNING 1)"\n',
-        '    "CROSS JOIN ag WHERE NOT EXISTS (SELECT 1 FROM recall_turns t "\n'
-        '    "WHERE t.agent_id = ag.turn_seq::text AND t.msg_id = i.msg_id) RETURNING 1)"\n',
+        '_PG_ROWS = " AS i(msg_id, role, dtype, data, ord) CROSS JOIN ag RETURNING 1)"\n',
+        '_PG_ROWS = " AS i(msg_id, role, dtype, data, ord) CROSS JOIN ag WHERE NOT EXISTS ("\n'
+        '"SELECT 1 FROM recall_turns t WHERE t.agent_id = ag.turn_seq::text AND t.msg_id = "\n'
+        '"i.msg_id) RETURNING 1)"\n',
         ("tests/test_store_records.py::-k::reads_no_recorded_turn",),
     ),
     Mutation(
