@@ -1037,6 +1037,14 @@ MUTATIONS = [
         "        self._unknown.update(planners)\n        return self._unknown\n",
         ("tests/test_tools_planned.py::-k::two_graphs_naming",),
     ),
+    Mutation(
+        "renewer_woken_from_idle",
+        "a lease taken while the renewal thread idles wakes it (else it sleeps past the ttl)",
+        "langgraph_recall/checkpoint/_lease.py",
+        "        if self._renewer_idle:\n            self._wake.notify_all()\n",
+        "        pass  # never woken\n",
+        ("tests/test_checkpoint_lease.py::-k::renewed_while_a_run_outlasts_it and idle",),
+    ),
 ]
 
 

@@ -19,6 +19,7 @@ from fix_checkpoint import (
     step_graph,
     turn_input,
 )
+from fix_store import wait_until
 
 from langgraph_recall import RecallError
 from langgraph_recall._errors import LeaseHeld
@@ -66,15 +67,22 @@ def test_next_process_starts_at_once_after_the_run_ends(
     assert b.result()["ok"] is True
 
 
-@pytest.mark.parametrize("earlier_runs", [0, 1])
-def test_lease_is_renewed_while_a_run_outlasts_it(store: RecallStore, earlier_runs: int) -> None:
-    # earlier_runs=1: the renewal thread is already up (idle) when this run takes the lease.
+@pytest.mark.parametrize("renewer", ["none yet", "waiting for its round", "idle"])
+def test_lease_is_renewed_while_a_run_outlasts_it(store: RecallStore, renewer: str) -> None:
+    # The renewal thread, when this run takes the lease: not started; waiting for its next
+    # round (an earlier run just ended: it is not woken, its round renews the new lease); or
+    # idle with nothing to renew (it must be woken, or it would sleep for a minute).
     cp = store.checkpointer(lease_ttl=0.6)
     intruder: list[str] = []
-    for i in range(earlier_runs):
+    if renewer != "none yet":
         step_graph().compile(checkpointer=cp, store=store).invoke(
-            turn_input(f"warm{i}", 1), config(f"t-warm{i}", "agent-1")
+            turn_input("warm", 1), config("t-warm", "agent-1")
         )
+        keeper = cp._shared.keeper
+        if renewer == "idle":
+            wait_until(lambda: keeper._renewer_idle, timeout=10, what="the renewer idles")
+        else:
+            assert not keeper._renewer_idle, "it idles only after its next round"
 
     def outlast_lease(k: int, cfg: Any) -> None:
         if k == 1:

@@ -73,7 +73,16 @@ class LeaseKeeper:
         self.fenced = fenced
         self.margin = self.ttl / 4
         self._held: dict[str, HeldLease] = {}
-        self._cond = threading.Condition()
+        # One lock, two conditions: ``_cond`` wakes threads of this process waiting for an
+        # agent's slot (``acquire``), ``_wake`` the renewer. Kept apart because waking the
+        # renewer costs the run that does it: the woken thread takes the GIL at the run's next
+        # statement. Measured on a chat turn (SQLite), waking it at every run's start and end
+        # cost about 190 µs of a 3.3 ms turn. It is woken only when it idles (no lease to
+        # renew) and a lease is taken, and at close.
+        lock = threading.RLock()
+        self._cond = threading.Condition(lock)
+        self._wake = threading.Condition(lock)
+        self._renewer_idle = False
         self._renewer: threading.Thread | None = None
         self._closed = False
 
@@ -222,9 +231,12 @@ class LeaseKeeper:
     # --- renewing -------------------------------------------------------------------------
 
     def _start_renewer(self) -> None:
-        # Called with self._cond held. An idle renewer waits on the condition: wake it, or the
-        # new lease would go unrenewed until its idle wait ends.
-        self._cond.notify_all()
+        # Called with the lock held. An idle renewer must be woken, or the new lease would go
+        # unrenewed until its idle wait ends. A renewer waiting for its next round need not
+        # be: that round comes within ttl / 3 and renews every lease held then, this one
+        # included, long before it runs out.
+        if self._renewer_idle:
+            self._wake.notify_all()
         if self._renewer is None or not self._renewer.is_alive():
             self._renewer = threading.Thread(
                 target=self._renew_loop, name=f"recall-lease-{self.holder}", daemon=True
@@ -239,13 +251,16 @@ class LeaseKeeper:
                 if not self._held and not self._closed:
                     # Idle between runs: stay (a thread start per run costs more than the
                     # lease itself), but end after IDLE_EXIT seconds with nothing to renew.
-                    if not self._cond.wait_for(lambda: bool(self._held) or self._closed, IDLE_EXIT):
+                    self._renewer_idle = True
+                    woken = self._wake.wait_for(lambda: bool(self._held) or self._closed, IDLE_EXIT)
+                    self._renewer_idle = False
+                    if not woken:
                         self._renewer = None
                         return
                     due = time.monotonic() + interval
-                # The condition is also notified by acquire/release; sleep until due anyway.
+                # Woken early only by close(); a run's end is noticed at the next round.
                 while not self._closed and self._held and (left := due - time.monotonic()) > 0:
-                    self._cond.wait(left)
+                    self._wake.wait(left)
                 if self._closed:
                     self._renewer = None
                     return
@@ -287,3 +302,4 @@ class LeaseKeeper:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            self._wake.notify_all()
