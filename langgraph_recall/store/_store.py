@@ -832,7 +832,7 @@ class RecallStore(BaseStore):
 
     def release_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
         """Give the lease up so the next process can start at once."""
-        with self._lease_write() as tx:  # one autocommitted UPDATE, as in renew_lease
+        with self._lease_write() as tx:  # as in renew_lease
             return _records.release_lease(tx, agent_id, holder, epoch)
 
     def _lease_write(self) -> AbstractContextManager[Tx]:
