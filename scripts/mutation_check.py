@@ -944,7 +944,10 @@ MUTATIONS = [
         "langgraph_recall/checkpoint/_saver.py",
         "            return self.inner.get_tuple(config)\n        self._learn_graph(run, loop)\n",
         "            return self.inner.get_tuple(config)\n",
-        ("tests/test_tools_planned.py::-k::even_the_first",),
+        (
+            "tests/test_tools_planned.py::-k::even_the_first",
+            "tests/test_tools_planned.py::-k::new_processs_first_call",
+        ),
     ),
     Mutation(
         "plans_learn_graph_async",

@@ -420,6 +420,25 @@ def test_killed_after_the_checkpoint_that_holds_the_intent(
             assert store.actions("k", open_only=True) == []
 
 
+def test_a_new_processs_first_call_is_open_after_a_kill_at_its_checkpoint(
+    store_target: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fresh process whose node has not run yet: the checkpointer found the node in the graph
+    # when the run started, so even the first call's intent is in its AI message's checkpoint.
+    # Killed right after that commit (the 3rd: the input, the human message, the AI message),
+    # the call is open, never run, and an external one stays in doubt on resume.
+    effects = str(tmp_path / "effects")
+    assert run_worker(monkeypatch, store_target, "k1", effects, faults="after_put=3:exit") == 99
+    assert _sent(effects) == []
+    with RecallStore.open(store_target) as store:
+        (open_call,) = store.actions("k1", open_only=True)
+        assert open_call.args == {"to": "u0@example.com"}
+    assert run_worker(monkeypatch, store_target, "k1", effects) == 0
+    assert _sent(effects) == ["u1@example.com", "u2@example.com"]
+    with RecallStore.open(store_target) as store:
+        assert [a.action_id for a in store.actions("k1", open_only=True)] == [open_call.action_id]
+
+
 def test_another_saver_never_plans(store: RecallStore, tmp_path: Any, claims: list[str]) -> None:
     """Only the same-database saver can carry an intent in its transaction."""
     from langgraph.checkpoint.memory import InMemorySaver

@@ -62,8 +62,9 @@ class Tx:
         # Whether this transaction's commit may return before it is on disk (see Database.tx);
         # on PostgreSQL the statement itself must ask the server (``_actions.end``).
         self.flush_later = flush_later
-        # SQLite, a read: writes it asked for (``run_write``), run once it has ended.
-        self.later: list[tuple[str, Sequence[Any]]] = []
+        # SQLite, a read: writes it asked for (``run_write``), run once it has ended. None
+        # until one is asked for: most transactions never do.
+        self.later: list[tuple[str, Sequence[Any]]] | None = None
 
     def promote(self) -> bool:
         """Turn this read into a write transaction, if that costs no wait; True when it is one.
@@ -124,6 +125,8 @@ class Tx:
         owner = self._owner
         if owner is None or owner.writes:
             self.run(sql, params)
+        elif self.later is None:
+            self.later = [(sql, params)]
         else:
             self.later.append((sql, params))
 

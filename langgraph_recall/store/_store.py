@@ -152,6 +152,7 @@ class RecallStore(BaseStore):
         """
         text = os.fspath(target) if target is not None else default_target()
         db: Database
+        scratch: str | None = None  # ":memory:": the temporary folder of the store's file
         if durability not in (None, "process", "power"):
             raise RecallError(
                 f"durability must be 'process' or 'power', got {durability!r}",
@@ -178,7 +179,6 @@ class RecallStore(BaseStore):
                     "thrown away when closed",
                     code="invalid_value",
                 )
-            scratch = None
             if path == ":memory:":
                 # SQLite's own ":memory:" is one database per connection, and the store reads on
                 # several: a file in a folder of its own, removed when the store closes, instead.
@@ -209,12 +209,11 @@ class RecallStore(BaseStore):
                 if scratch is not None:
                     shutil.rmtree(scratch, ignore_errors=True)
                 raise
-            if scratch is not None:
-                store = cls(db, secret=key, index=index, ttl=ttl, output_threshold=output_threshold)
-                # On close, or when the store is dropped unclosed, or at exit.
-                store._scratch = weakref.finalize(store, shutil.rmtree, scratch, True)
-                return store
-        return cls(db, secret=key, index=index, ttl=ttl, output_threshold=output_threshold)
+        store = cls(db, secret=key, index=index, ttl=ttl, output_threshold=output_threshold)
+        if scratch is not None:
+            # On close, or when the store is dropped unclosed, or at exit.
+            store._scratch = weakref.finalize(store, shutil.rmtree, scratch, True)
+        return store
 
     @property
     def dialect(self) -> str:
@@ -813,7 +812,7 @@ class RecallStore(BaseStore):
         # autocommitted (one round trip, not BEGIN + statement + COMMIT); SQLite keeps BEGIN
         # IMMEDIATE on the writers' connection. Refused, the holder is read after it, which can
         # only be later: the answer (held, by whom) was true when the upsert ran.
-        with self._db.tx(write=self._db.dialect == "sqlite") as tx:
+        with self._lease_write() as tx:
             return _records.acquire_lease(tx, agent_id, holder, ttl)
 
     async def aacquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
@@ -836,8 +835,9 @@ class RecallStore(BaseStore):
             return _records.release_lease(tx, agent_id, holder, epoch)
 
     def _lease_write(self) -> AbstractContextManager[Tx]:
-        """The transaction of a lease's renewal or release: autocommitted on PostgreSQL; on
-        SQLite a write on the writers' connection, under the store's write lock.
+        """The transaction of a lease's take, renewal or release: autocommitted on PostgreSQL
+        (each is one statement); on SQLite a write on the writers' connection, under the
+        store's write lock.
 
         On SQLite every write of this process must queue at that lock. An UPDATE on a pooled
         connection would meet the writers' transaction inside SQLite instead, whose busy

@@ -111,8 +111,8 @@ class DurableToolNode(LoneCallInline):
     Intents written ahead: with ``store.checkpointer()``, the intents of this node's calls
     commit with the checkpoint of the AI message asking for them, or sending them to this node
     (``checkpoint/_plans.py``: the checkpointer finds the node in the run's graph when the run
-    starts), and the node claims nothing itself. A crash after that checkpoint leaves the call open, as a crash
-    after any intent does. The end of a call that is its message's only one commits with the
+    starts), and the node claims nothing itself. A crash after that checkpoint leaves the call
+    open, as a crash after any intent does. The end of a call that is its message's only one commits with the
     task's own write of its answer (``store/_due.py``); so a durable call makes no commit of
     its own.
 
