@@ -64,7 +64,10 @@ def test_a_long_run_of_commits_keeps_the_log_small(tmp_path: Path) -> None:
         size = _wal_bytes(path)
         ran = store._db.wal.checkpoints
         assert ran >= 3000 // _wal.COMMITS_PER_CHECKPOINT // 2, ran
-        assert size < 16 * 1024 * 1024, f"the log grew to {size} bytes"
+        # Started over, the log holds the bound (2000 pages, 8 MB) plus what writers append
+        # while the thread waits its turn: 9 to 12 MB here, 17 MB once on a loaded CI machine
+        # (before the thread went straight to its locked pass). Never started over: 67 MB.
+        assert size < 32 * 1024 * 1024, f"the log grew to {size} bytes"
         # And what was checkpointed is in the database file: a fresh reader sees every claim.
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM recall_actions").fetchone() == (3000,)
