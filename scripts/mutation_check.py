@@ -1048,6 +1048,23 @@ MUTATIONS = [
         "        pass  # never woken\n",
         ("tests/test_checkpoint_lease.py::-k::renewed_while_a_run_outlasts_it and idle",),
     ),
+    Mutation(
+        "parallel_calls",
+        "several calls of one AI message still run at the same time, as ToolNode runs them",
+        "langgraph_recall/tools/_node.py",
+        "        if len(calls) != 1 or _loop_running():\n"
+        "            return super()._func(input, config, runtime)\n",
+        "        if _loop_running():\n"
+        "            return super()._func(input, config, runtime)\n"
+        "        if len(calls) != 1:\n"
+        "            (cfg,) = get_config_list(config, 1)\n"
+        "            outputs = [\n"
+        "                self._run_one(c, input_type, self._tool_runtime(input, c, cfg, runtime))\n"
+        "                for c in calls\n"
+        "            ]\n"
+        "            return self._combine_tool_outputs(outputs, input_type)\n",
+        ("tests/test_tools_dispatch.py::test_several_calls_still_run_in_parallel",),
+    ),
 ]
 
 

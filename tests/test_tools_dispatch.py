@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-import time
 from typing import Annotated, Any
 
 import pytest
@@ -25,13 +24,20 @@ from langgraph_recall.tools import DurableToolNode
 from langgraph_recall.tools._node import LoneCallInline
 
 
-def _capturing(seen: dict[str, Any]) -> Any:
+def _capturing(seen: dict[str, Any], meet: threading.Barrier | None = None) -> Any:
     @tool
     def look(x: int, runtime: ToolRuntime) -> str:
         """Remembers where and with what it ran."""
         seen.setdefault("threads", []).append(threading.get_ident())
         seen.setdefault("runtimes", []).append(runtime)
-        time.sleep(0.2)  # long enough that two calls in parallel overlap
+        if meet is not None:
+            # Every call of the step waits here for the others: only calls running at the
+            # same time get through (run one after another, the first waits out the timeout).
+            try:
+                meet.wait(timeout=10)
+                seen.setdefault("met", []).append(x)
+            except threading.BrokenBarrierError:
+                pass
         return f"saw {x}"
 
     return look
@@ -76,16 +82,14 @@ def test_several_calls_still_run_in_parallel(store, saver) -> None:
     class Node(DurableToolNode):
         pass
 
-    node = Node([_capturing(seen)], classes={"look": "external"})
+    node = Node([_capturing(seen, threading.Barrier(2))], classes={"look": "external"})
     script = [reply("", call("look", x=1), call("look", x=2)), reply("done")]
-    started = time.monotonic()
     ran = _run(node, script, store, saver, "pair")
-    took = time.monotonic() - started
     contents = sorted(m.content for m in ran["out"]["messages"] if m.type == "tool")
     assert contents == ["saw 1", "saw 2"]
     assert len(set(seen["threads"])) == 2
     assert not set(seen["threads"]) & set(ran["node_threads"])
-    assert took < 0.4 + 1.0, "the two 0.2 s calls should overlap (generous bound: a busy CI box)"
+    assert sorted(seen.get("met", [])) == [1, 2], "the two calls did not run at the same time"
     assert sorted(a.status for a in store.actions("pair")) == ["done", "done"]
 
 
