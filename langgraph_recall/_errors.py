@@ -12,7 +12,9 @@
      +-- (plain RecallError)           codes "invalid_value", "invalid_namespace", "schema_too_new",
                                        "secret_missing", "unknown_action", "unknown_agent",
                                        "not_open", "durability", "database", "replay_mismatch",
-                                       "duplicate_turn", "unknown_output", "closed"
+                                       "duplicate_turn", "unknown_output", "closed",
+                                       "forked" (a store or checkpointer used in a
+                                       process forked after it was opened)
 
 Catch ``RecallError`` and switch on ``.code``: the codes are the contract, the classes are a
 convenience. ``RecallError.for_code(code)`` returns the class used for a code.

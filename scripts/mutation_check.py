@@ -1065,6 +1065,38 @@ MUTATIONS = [
         "            return self._combine_tool_outputs(outputs, input_type)\n",
         ("tests/test_tools_dispatch.py::test_several_calls_still_run_in_parallel",),
     ),
+    Mutation(
+        "forked_store",
+        "a store opened before a fork refuses every transaction in the forked child",
+        "langgraph_recall/store/_db.py",
+        '            raise self.birth.refuse("RecallStore")\n',
+        "            pass\n",
+        ("tests/test_process_fork.py::-k::record_call_is_refused",),
+    ),
+    Mutation(
+        "forked_checkpointer",
+        "a checkpointer made before a fork refuses to act in the child (two children, one holder)",
+        "langgraph_recall/checkpoint/_saver.py",
+        '            raise self._birth.refuse("RecallCheckpointer")\n',
+        "            pass\n",
+        ("tests/test_process_fork.py::-k::checkpointer_alone",),
+    ),
+    Mutation(
+        "forked_close",
+        "closing a forked child's copy leaves the parent's connections open",
+        "langgraph_recall/store/_store.py",
+        "            self._db.abandon()\n",
+        "            self._db.close()\n",
+        ("tests/test_process_fork.py::-k::refuses_in_the_child",),
+    ),
+    Mutation(
+        "forked_scratch",
+        "a forked child's exit leaves the parent's ':memory:' folder in place",
+        "langgraph_recall/store/_store.py",
+        "    if os.getpid() == pid:\n",
+        "    if True:\n",
+        ("tests/test_process_fork.py::-k::memory_store_keeps",),
+    ),
 ]
 
 

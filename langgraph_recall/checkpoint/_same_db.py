@@ -113,6 +113,15 @@ def close_same_database_saver(saver: Any) -> None:
         closer()
 
 
+def forget_same_database_saver(saver: Any) -> None:
+    """Forget a saver built here without closing it (a forked child's copy: its connections
+    are the parent's)."""
+    try:
+        _OWNED.pop(saver, None)
+    except TypeError:
+        pass
+
+
 @functools.cache
 def _store_sqlite_saver() -> type[Any]:
     """The class, made once (a class per saver would defeat the wrapper's per-class cache)."""

@@ -36,8 +36,10 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
+from .. import _process
 from .._context import CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
 from .._errors import LeaseHeld, LeaseLost, RecallError
+from .._process import Birth
 from ..store._due import EndRider
 from ._capabilities import variant
 from ._durable import DurabilityBarrier, DurableLog
@@ -47,7 +49,14 @@ from ._lease import LeaseKeeper, new_holder_id
 from ._plans import Planner, PlanRider, Plans, attempts_of, close_not_started, take
 from ._recording import Recorder, messages_in
 from ._runs import Run, RunLifecycle, find_loop, run_key
-from ._same_db import can_carry, close_same_database_saver, is_fenced, put_with, put_writes_with
+from ._same_db import (
+    can_carry,
+    close_same_database_saver,
+    forget_same_database_saver,
+    is_fenced,
+    put_with,
+    put_writes_with,
+)
 from ._turns import TurnHelpers
 
 if TYPE_CHECKING:
@@ -136,6 +145,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         # Intents (and ends) can ride the saver's transactions only where both share one
         # database (``_plans``, ``store._due``).
         self.carries = self.fenced and can_carry(inner)
+        self._birth = Birth()  # a forked child refuses to use it (``_process``)
         tracked = getattr(store, "_checkpointers", None)
         if tracked is not None:
             tracked.add(self)  # store.close() closes this too
@@ -192,6 +202,9 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     def close(self) -> None:
         """Release held leases, flush recording, close connections ``store.checkpointer()`` made."""
+        if self._birth.forked():  # the leases and connections are the parent's: let go only
+            forget_same_database_saver(self.inner)
+            return
         self._shared.recorder.close()
         self._shared.keeper.close()
         close_same_database_saver(self.inner)
@@ -228,6 +241,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The inner saver's ``get_tuple``; at a root run's start, takes the lease first."""
+        self._here()
         if run_key(config) is None:
             return self.inner.get_tuple(config)
         runs = self._shared.runs
@@ -248,6 +262,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``."""
+        self._here()
         if run_key(config) is None:
             return await self._acall("get_tuple", config)
         runs = self._shared.runs
@@ -274,6 +289,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
+        self._here()
         return self.inner.list(config, filter=filter, before=before, limit=limit)
 
     async def alist(
@@ -284,6 +300,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        self._here()
         if "list" not in self._shared.sync_only:
             items = self.inner.alist(config, filter=filter, before=before, limit=limit)
             try:
@@ -444,6 +461,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Write a checkpoint stamped with the lease epoch; ``LeaseLost`` if fenced out."""
+        self._here()
         md, agent_id, own = self._before_put(config, metadata)
         rider = self._rider(config, checkpoint, md, new_versions, agent_id, own)
         fault_point("before_put", hold=getattr(self.inner, "lock", None))
@@ -473,6 +491,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async ``put``."""
+        self._here()
         if self.fenced and CONFIG_KEY_RUNTIME in _conf(config):
             md, agent_id, own = self._before_put(config, metadata)  # memory only: no I/O
         else:
@@ -525,6 +544,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         task_path: str = "",
     ) -> None:
         """The inner ``put_writes`` (``task_path`` passed on); refused once the lease is lost."""
+        self._here()
         self._before_writes(config)
         self._write_carrying(config, writes, task_id, task_path)
         fault_point("after_writes")
@@ -536,6 +556,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        self._here()
         self._before_writes(config)
         if self.carries and self.store._db.due.pending:
             # All of it on the worker thread, the taking of the ends included: a cancelled
@@ -571,30 +592,35 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     # --- plain delegation -------------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
+        self._here()
         self.inner.delete_thread(thread_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._acall("delete_thread", thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._here()
         self.inner.delete_for_runs(run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await self._acall("delete_for_runs", run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._here()
         self.inner.copy_thread(source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._acall("copy_thread", source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._here()
         self.inner.prune(thread_ids, strategy=strategy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self._acall("prune", thread_ids, strategy=strategy)
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
+        self._here()
         # The inner saver's (SQL) version, never the base class's get_tuple walk through us.
         return self.inner.get_delta_channel_history(config=config, channels=channels)
 
@@ -603,11 +629,16 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     ) -> Any:
         return await self._acall("get_delta_channel_history", config=config, channels=channels)
 
+    def _here(self) -> None:
+        if self._birth.generation != _process.GENERATION:
+            raise self._birth.refuse("RecallCheckpointer")
+
     def get_next_version(self, current: Any, channel: None) -> Any:  # bound to inner's in __init__
         return self.inner.get_next_version(current, channel)
 
     async def _acall(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """The inner saver's async method; its sync twin in a thread where the async raises."""
+        self._here()
         if name not in self._shared.sync_only:
             try:
                 return await getattr(self.inner, "a" + name)(*args, **kwargs)

@@ -18,7 +18,9 @@ from collections.abc import Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
 
+from .. import _process
 from .._errors import RecallError
+from .._process import Birth
 from ._due import DueEnds
 from ._finished import FinishedActions
 from ._prefetch import MAX_PLANS, Learned, Plans, Read, Step, combined, split
@@ -31,6 +33,8 @@ Row = tuple[Any, ...]
 # before the server ends it (see PostgresDatabase.configure).
 IDLE_IN_TRANSACTION_TIMEOUT = 10.0
 
+# What forked children let go of (``Database.abandon``): held, never closed, until they exit.
+_ABANDONED: list[dict[str, Any]] = []
 _TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK), without importing it
 
 # The database's own clock, in seconds since the epoch, so that several machines sharing one
@@ -155,6 +159,7 @@ class Database(ABC):
         self._sql_cache: dict[str, str] = {}
         self._local = threading.local()
         self._closed = False
+        self.birth = Birth()  # a forked child refuses to use it (``_process``)
 
     def sql(self, sql: str) -> str:
         out = self._sql_cache.get(sql)
@@ -206,6 +211,8 @@ class Database(ABC):
         written first (the briefing: under ``durability="async"`` the next model call's
         briefing starts before the task's write has taken the ends it carries).
         """
+        if self.birth.generation != _process.GENERATION:
+            raise self.birth.refuse("RecallStore")
         current: Tx | None = getattr(self._local, "tx", None)
         if current is not None:
             return _Joined(current)
@@ -236,6 +243,17 @@ class Database(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def abandon(self) -> None:
+        """Close this copy in a forked child without touching what the parent still uses:
+        closing a psycopg connection ends the server's session (the parent's too), and SQLite
+        may checkpoint and delete the log when it believes its connection is the last one."""
+        self._closed = True
+        _ABANDONED.append(self._let_go())
+
+    @abstractmethod
+    def _let_go(self) -> Any:
+        """Forget the connections without closing them; returns them (to be kept)."""
 
     def migrate(self) -> int:
         """Create or upgrade the schema; returns the version now in force."""
@@ -424,6 +442,13 @@ class SqliteDatabase(Database):
         self, write: bool, warm: bool, flush_later: bool, learn: Hashable | None
     ) -> _SqliteTx:
         return _SqliteTx(self, write, warm, flush_later)
+
+    def _let_go(self) -> Any:
+        # Not under _conns_lock: a parent's thread may have held it at the fork, and in the
+        # child nothing else can reach these connections (every transaction is refused).
+        held = (self._conns, self._idle, self._writer)
+        self._conns, self._idle, self._writer = [], [], None
+        return held
 
     def close(self) -> None:
         self._closed = True
@@ -762,6 +787,9 @@ class PostgresDatabase(Database):
         for (read, _), rows in zip(plan, split(row, widths), strict=True):
             answers.setdefault(read, []).append(rows)
         return answers
+
+    def _let_go(self) -> Any:
+        return self.pool
 
     def close(self) -> None:
         self._closed = True

@@ -212,7 +212,7 @@ class RecallStore(BaseStore):
         store = cls(db, secret=key, index=index, ttl=ttl, output_threshold=output_threshold)
         if scratch is not None:
             # On close, or when the store is dropped unclosed, or at exit.
-            store._scratch = weakref.finalize(store, shutil.rmtree, scratch, True)
+            store._scratch = weakref.finalize(store, _remove_scratch, scratch, os.getpid())
         return store
 
     @property
@@ -230,6 +230,14 @@ class RecallStore(BaseStore):
         pending turns), stop the TTL sweeper and close every connection, the same-database
         saver's included. Safe to call twice."""
         if self._closed:
+            return
+        if self._db.birth.forked():
+            # A forked child's copy: its connections, leases and temporary folder are the
+            # parent's, still in use there. Let go of them untouched.
+            self._closed = True
+            self._db.abandon()
+            if self._scratch is not None:
+                self._scratch.detach()
             return
         for checkpointer in list(self._checkpointers):
             try:
@@ -902,6 +910,12 @@ class RecallStore(BaseStore):
 
             inner = same_database_saver(self)
         return RecallCheckpointer(inner, store=self, lease_ttl=lease_ttl, wait=wait, **options)
+
+
+def _remove_scratch(folder: str, pid: int) -> None:
+    # At exit of a child forked after the store opened, the folder is still the parent's.
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _validate_op(op: Op) -> None:
