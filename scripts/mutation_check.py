@@ -1066,6 +1066,14 @@ MUTATIONS = [
         ("tests/test_tools_dispatch.py::test_several_calls_still_run_in_parallel",),
     ),
     Mutation(
+        "lease_renewed",
+        "the renewal thread extends every lease held while a run outlasts its ttl",
+        "langgraph_recall/checkpoint/_lease.py",
+        "            for agent_id, epoch in todo:\n                self.renew(agent_id, epoch)\n",
+        "            pass  # never renewed\n",
+        ("tests/test_checkpoint_lease.py::-k::renewed_while_a_run_outlasts_it",),
+    ),
+    Mutation(
         "forked_store",
         "a store opened before a fork refuses every transaction in the forked child",
         "langgraph_recall/store/_db.py",

@@ -71,33 +71,59 @@ def test_next_process_starts_at_once_after_the_run_ends(
 def test_lease_is_renewed_while_a_run_outlasts_it(store: RecallStore, renewer: str) -> None:
     # The renewal thread, when this run takes the lease: not started; waiting for its next
     # round (an earlier run just ended: it is not woken, its round renews the new lease); or
-    # idle with nothing to renew (it must be woken, or it would sleep for a minute).
-    cp = store.checkpointer(lease_ttl=0.6)
-    intruder: list[str] = []
+    # idle with nothing to renew (it must be woken, or it would sleep for a minute). The run's
+    # node waits, for as long as it takes, until the lease row shows a renewal: a stalled
+    # process delays the renewal and the check alike, so nothing here races a clock.
+    for _attempt in range(5):
+        seen = _renewed_while_the_run_waits(store, renewer)
+        # The case meant: "waiting" needs the run's lease taken within a renewal interval
+        # (1 s) of the warm run; a process stalled longer meets an idle renewer: again.
+        if seen["idle_at_take"] == (renewer == "idle") or renewer == "none yet":
+            break
+    else:
+        raise AssertionError(f"never caught the renewer {renewer!r} as the run took its lease")
+    assert seen["out"]["n"] == 2
+    first, renewed = seen["first"], seen["renewed"]
+    assert (renewed.holder, renewed.epoch) == (first.holder, first.epoch)
+    assert renewed.expires_at > first.expires_at
+
+
+def _renewed_while_the_run_waits(store: RecallStore, renewer: str) -> dict[str, Any]:
+    cp = store.checkpointer(lease_ttl=3.0)  # renewed every second
+    keeper = cp._shared.keeper
+    seen: dict[str, Any] = {}
+    agent = f"agent-{renewer.replace(' ', '-')}-{time.monotonic_ns()}"
     if renewer != "none yet":
         step_graph().compile(checkpointer=cp, store=store).invoke(
-            turn_input("warm", 1), config("t-warm", "agent-1")
+            turn_input("warm", 1), config("t-warm", agent)
         )
-        keeper = cp._shared.keeper
         if renewer == "idle":
-            wait_until(lambda: keeper._renewer_idle, timeout=10, what="the renewer idles")
-        else:
-            assert not keeper._renewer_idle, "it idles only after its next round"
+            wait_until(lambda: keeper._renewer_idle, timeout=30, what="the renewer idles")
+    real_start = keeper._start_renewer
+
+    def start() -> None:  # called as the run takes its lease
+        seen.setdefault("idle_at_take", keeper._renewer_idle)
+        real_start()
+
+    keeper._start_renewer = start  # type: ignore[method-assign]
 
     def outlast_lease(k: int, cfg: Any) -> None:
         if k == 1:
-            time.sleep(1.5)  # past the 0.6 s ttl: only renewal keeps the lease ours
-            try:
-                store.acquire_lease("agent-1", "intruder", 10)
-                intruder.append("took it")
-            except LeaseHeld:
-                intruder.append("refused")
+            first = seen["first"] = store.lease(agent)
+            assert first is not None
+            # Under the idle renewer's own wait (60 s): a renewer never woken fails here.
+            seen["renewed"] = wait_until(
+                lambda: (now := store.lease(agent)) and now.expires_at > first.expires_at and now,
+                timeout=30,
+                what="the lease's renewal",
+            )
 
     graph = step_graph(on_step=outlast_lease).compile(checkpointer=cp, store=store)
-    out = graph.invoke(turn_input("go", 2), config("t1", "agent-1"))
-    assert out["n"] == 2
-    assert intruder == ["refused"]
-    cp.close()
+    try:
+        seen["out"] = graph.invoke(turn_input("go", 2), config("t1", agent))
+    finally:
+        cp.close()
+    return seen
 
 
 def test_in_process_second_run_of_the_same_agent_is_refused(store: RecallStore) -> None:
