@@ -1074,6 +1074,14 @@ MUTATIONS = [
         ("tests/test_checkpoint_lease.py::-k::renewed_while_a_run_outlasts_it",),
     ),
     Mutation(
+        "ttl_filter",
+        "an expired item is never returned, swept or not",
+        "langgraph_recall/store/_items.py",
+        '_LIVE = "(i.expires_at IS NULL OR i.expires_at > {now})"\n',
+        '_LIVE = "(1 = 1)"\n',
+        ("tests/test_store_items.py::-k::never_returned_even_before_a_sweep",),
+    ),
+    Mutation(
         "forked_store",
         "a store opened before a fork refuses every transaction in the forked child",
         "langgraph_recall/store/_db.py",

@@ -158,7 +158,7 @@ def test_a_waiter_finds_its_checkpoint_however_many_puts_land_before_it_wakes(
 
     log = DurableLog(capacity=2)
     got: list[bool] = []
-    waiter = threading.Thread(target=lambda: got.append(log.wait("t", "c-mine", timeout=3.0)))
+    waiter = threading.Thread(target=lambda: got.append(log.wait("t", "c-mine", timeout=20.0)))
     waiter.start()
     while not log._waiters:  # it is waiting
         time.sleep(0.001)
@@ -170,7 +170,7 @@ def test_a_waiter_finds_its_checkpoint_however_many_puts_land_before_it_wakes(
     monkeypatch.undo()
     with log._cond:
         log._cond.notify_all()
-    waiter.join(timeout=10)
+    waiter.join(timeout=60)
     assert got == [True]
     assert log.seen("t", "c-other-4") and len(log._done) <= 3  # still bounded
     assert log._wanted == {}  # once it has its answer, its entry may go like any other

