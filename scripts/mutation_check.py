@@ -392,9 +392,8 @@ MUTATIONS = [
         "pg_lease_one_statement",
         "PostgreSQL: taking a lease is one autocommitted statement",
         "langgraph_recall/store/_store.py",
-        '        with self._db.tx(write=self._db.dialect == "sqlite") as tx:\n'
-        "            return _records.acquire_lease(",
-        "        with self._db.tx(write=True) as tx:\n            return _records.acquire_lease(",
+        '        return self._db.tx(write=self._db.dialect == "sqlite")\n',
+        "        return self._db.tx(write=True)\n",
         ("tests/test_store_records.py::-k::one_statement_without",),
     ),
     Mutation(
