@@ -59,3 +59,13 @@ class Birth:
             opened_in=self.pid,
             used_in=os.getpid(),
         )
+
+
+def not_picklable(what: str) -> RecallError:
+    """The error for pickling a store or checkpointer (sending it to another process)."""
+    return RecallError(
+        f"a {what} cannot be pickled or sent to another process: it holds open database "
+        "connections and this process's leases. Pass the path or DSN instead and open it "
+        "there with RecallStore.open(...) (and store.checkpointer()).",
+        code="invalid_value",
+    )

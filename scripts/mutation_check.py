@@ -1081,6 +1081,14 @@ MUTATIONS = [
         ("tests/test_store_items.py::-k::never_returned_even_before_a_sweep",),
     ),
     Mutation(
+        "pickle_refused",
+        "pickling a store (to send it to another process) says to open it there instead",
+        "langgraph_recall/store/_store.py",
+        '        raise not_picklable("RecallStore")\n',
+        "        return object.__reduce_ex__(self, protocol)\n",
+        ("tests/test_process_fork.py::-k::sent_to_another_process",),
+    ),
+    Mutation(
         "forked_store",
         "a store opened before a fork refuses every transaction in the forked child",
         "langgraph_recall/store/_db.py",

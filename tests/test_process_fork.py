@@ -200,3 +200,30 @@ def test_a_memory_store_keeps_its_folder_when_a_forked_child_exits() -> None:
     finally:
         store.close()
     assert not folder.exists()
+
+
+def test_a_store_or_checkpointer_sent_to_another_process_is_refused_clearly(
+    store_target: str,
+) -> None:
+    # multiprocessing's "spawn", a process pool's arguments, Ray: all pickle. The objects hold
+    # connections and leases, so the error says to pass the path or DSN and open it there.
+    import copy
+    import pickle
+
+    with RecallStore.open(store_target) as store:
+        checkpointer = store.checkpointer()
+        try:
+            for obj, name in ((store, "RecallStore"), (checkpointer, "RecallCheckpointer")):
+                with pytest.raises(RecallError) as err:
+                    pickle.dumps(obj)
+                assert err.value.code == "invalid_value"
+                assert name in str(err.value) and "RecallStore.open" in str(err.value)
+            assert copy.copy(store) is store  # one handle on one database
+            clone = copy.copy(checkpointer)  # what with_allowlist builds on: shares the leases
+            assert clone is not checkpointer and clone._shared is checkpointer._shared
+            # Both still work after the attempts.
+            store.put(("ns",), "k", {"v": 1})
+            graph = _graph(store, clone)
+            assert graph.invoke({"n": 0}, {"configurable": {"thread_id": "p"}}) == {"n": 1}
+        finally:
+            checkpointer.close()

@@ -39,7 +39,7 @@ from langgraph.checkpoint.base import (
 from .. import _process
 from .._context import CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
 from .._errors import LeaseHeld, LeaseLost, RecallError
-from .._process import Birth
+from .._process import Birth, not_picklable
 from ..store._due import EndRider
 from ._capabilities import variant
 from ._durable import DurabilityBarrier, DurableLog
@@ -106,7 +106,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     """
 
     def __new__(cls, inner: Any = None, *args: Any, **kwargs: Any) -> RecallCheckpointer:
-        if inner is None:  # copy.copy and pickling call __new__ without arguments
+        if inner is None:  # called without arguments (as copy and pickle protocols do)
             return super().__new__(cls)
         return super().__new__(variant(cls, type(inner)))
 
@@ -181,6 +181,15 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     def __repr__(self) -> str:
         return f"RecallCheckpointer({self.inner!r}, holder={self.holder!r})"
+
+    def __copy__(self) -> RecallCheckpointer:
+        # A shallow copy sharing the leases, runs and connections (``with_allowlist``).
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        return clone
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise not_picklable("RecallCheckpointer")
 
     def with_allowlist(self, extra_allowlist: Any) -> RecallCheckpointer:
         """A copy whose inner saver has the derived msgpack allowlist; leases stay shared."""

@@ -35,6 +35,7 @@ from langgraph.store.base import (
 )
 
 from .._errors import RecallError
+from .._process import not_picklable
 from . import _actions, _items, _records
 from ._db import Database, PostgresDatabase, SqliteDatabase, Tx, is_postgres_target, sqlite_path
 from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView, UndoReport
@@ -261,6 +262,13 @@ class RecallStore(BaseStore):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __copy__(self) -> RecallStore:
+        # A handle on one database: a copy would share its connections, and close them.
+        return self
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise not_picklable("RecallStore")
 
     async def __aenter__(self) -> RecallStore:
         return self
