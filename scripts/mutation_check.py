@@ -1105,6 +1105,22 @@ MUTATIONS = [
         ("tests/test_process_fork.py::-k::checkpointer_alone",),
     ),
     Mutation(
+        "forked_saver_made",
+        "making store.checkpointer() in a forked child refuses before it takes the parent's lock",
+        "langgraph_recall/store/_store.py",
+        '            raise self._db.birth.refuse("RecallStore")\n',
+        "            pass\n",
+        ("tests/test_process_fork.py::-k::making_a_checkpointer_in_the_child",),
+    ),
+    Mutation(
+        "forked_wait_durable",
+        "a durable tool's wait for its checkpoint refuses in a forked child (it reads the saver)",
+        "langgraph_recall/checkpoint/_durable.py",
+        "        self._here()  # it may read the saver (``_written``)\n",
+        "",
+        ("tests/test_process_fork.py::-k::checkpointer_alone and wait_durable",),
+    ),
+    Mutation(
         "forked_close",
         "closing a forked child's copy leaves the parent's connections open",
         "langgraph_recall/store/_store.py",

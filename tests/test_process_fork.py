@@ -120,7 +120,9 @@ def test_each_record_call_is_refused_in_the_child_too(store_target: str, tmp_pat
         assert item is not None and item.value == {"v": 1}
 
 
-@pytest.mark.parametrize("call", ["get_state", "update_state", "history"])
+@pytest.mark.parametrize(
+    "call", ["get_state", "update_state", "history", "wait_durable", "setup", "conn", "turn"]
+)
 def test_the_checkpointer_alone_is_refused_in_the_child(
     store_target: str, tmp_path: Path, call: str
 ) -> None:
@@ -132,19 +134,71 @@ def test_the_checkpointer_alone_is_refused_in_the_child(
         graph = _graph(store, checkpointer)
         config: Any = {"configurable": {"thread_id": "t"}}
         graph.invoke({"n": 0}, config)
+        head = graph.get_state(config).config["configurable"]["checkpoint_id"]
 
         def work() -> None:
             if call == "get_state":
                 graph.get_state(config)
             elif call == "update_state":
                 graph.update_state(config, {"n": 100})
-            else:
+            elif call == "history":
                 list(graph.get_state_history(config))
+            elif call == "wait_durable":  # what a durable tool asks before its side effect
+                checkpointer.wait_durable(config, head)
+            elif call == "setup":
+                checkpointer.setup()
+            elif call == "conn":  # the inner saver's attributes, reached through the wrapper
+                checkpointer.conn  # noqa: B018
+            else:
+                checkpointer.invoke(graph, {"n": 0}, config)
 
         assert _in_children(work, tmp_path / "s", n=1) == [FORKED]
         assert graph.get_state(config).values == {"n": 1}
     finally:
         checkpointer.close()
+        store.close()
+
+
+def test_making_a_checkpointer_in_the_child_is_refused_even_with_the_lock_held(
+    store_target: str, tmp_path: Path
+) -> None:
+    # A thread of the parent is inside a write transaction when the process forks: the child's
+    # copy of the store's write lock stays taken forever. Making the same-database saver there
+    # must refuse at once, not take that lock (the child would hang).
+    import threading
+
+    from langgraph_recall import RecallCheckpointer
+
+    store = RecallStore.open(store_target)
+    try:
+        inside, leave = threading.Event(), threading.Event()
+
+        def writer() -> None:
+            with store._db.tx(write=True) as tx:
+                tx.run("SELECT 1")
+                inside.set()
+                leave.wait(30)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        assert inside.wait(30)
+        try:
+
+            def made_here() -> None:
+                store.checkpointer()
+
+            def wrapped_here() -> None:
+                from langgraph.checkpoint.memory import InMemorySaver
+
+                RecallCheckpointer(InMemorySaver(), store=store)
+
+            assert _in_children(made_here, tmp_path / "m", n=1) == [FORKED]
+            assert _in_children(wrapped_here, tmp_path / "w", n=1) == [FORKED]
+        finally:
+            leave.set()
+            thread.join(30)
+        store.put(("ns",), "k", {"v": 1})  # the parent's lock was given back
+    finally:
         store.close()
 
 

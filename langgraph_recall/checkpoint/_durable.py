@@ -106,6 +106,8 @@ class DurabilityBarrier:
 
         async def _acall(self, name: str, *args: Any, **kwargs: Any) -> Any: ...
 
+        def _here(self) -> None: ...
+
     def wait_durable(
         self, config: RunnableConfig, checkpoint_id: str, timeout: float = 30.0
     ) -> bool:
@@ -116,6 +118,7 @@ class DurabilityBarrier:
         if its write was refused (the run lost its lease). Under ``durability="exit"`` nothing
         is written before the run ends: False at once unless it already exists.
         """
+        self._here()  # it may read the saver (``_written``)
         thread_id = str(thread_id_of(config))
         durable: DurableLog = self._shared.durable
         if durable.seen(thread_id, checkpoint_id) or (
@@ -133,6 +136,7 @@ class DurabilityBarrier:
         self, config: RunnableConfig, checkpoint_id: str, timeout: float = 30.0
     ) -> bool:
         """Async ``wait_durable``."""
+        self._here()
         thread_id = str(thread_id_of(config))
         durable: DurableLog = self._shared.durable
         if durable.seen(thread_id, checkpoint_id) or (

@@ -125,6 +125,10 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
                 "this saver is already a RecallCheckpointer; pass it to compile() as is",
                 code="invalid_value",
             )
+        # Born with its store: one opened before a fork refuses in the child, whenever the
+        # checkpointer itself was made (``_process``).
+        self._birth: Birth = getattr(getattr(store, "_db", None), "birth", None) or Birth()
+        self._here()
         super().__init__(serde=inner.serde)
         self.inner = inner
         self.store = store
@@ -145,7 +149,6 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         # Intents (and ends) can ride the saver's transactions only where both share one
         # database (``_plans``, ``store._due``).
         self.carries = self.fenced and can_carry(inner)
-        self._birth = Birth()  # a forked child refuses to use it (``_process``)
         tracked = getattr(store, "_checkpointers", None)
         if tracked is not None:
             tracked.add(self)  # store.close() closes this too
@@ -175,8 +178,9 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     def __getattr__(self, name: str) -> Any:
         # Anything else users reach for on the saver they wrapped (``.conn``, ``.setup``...).
-        if name.startswith("__") or name in ("inner", "_shared"):
+        if name.startswith("__") or name in ("inner", "_shared", "_birth"):
             raise AttributeError(name)
+        self._here()  # the inner saver's connection, say
         return getattr(self.inner, name)
 
     def __repr__(self) -> str:
@@ -206,6 +210,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     def setup(self) -> Any:
         """The inner saver's ``setup()`` (a coroutine for async savers), if it has one."""
+        self._here()
         fn = getattr(self.inner, "setup", None)
         return fn() if fn is not None else None
 

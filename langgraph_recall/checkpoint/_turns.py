@@ -121,6 +121,8 @@ class TurnHelpers:
     if TYPE_CHECKING:
         _shared: Any
 
+        def _here(self) -> None: ...
+
     def invoke(self, graph: Any, input: Any, config: RunnableConfig, **kwargs: Any) -> Any:
         """``graph.invoke`` that answers a resubmitted turn instead of running it again.
 
@@ -131,6 +133,7 @@ class TurnHelpers:
 
         Raises: whatever ``graph.invoke`` raises, except ``duplicate_turn``.
         """
+        self._here()  # before the run's end below could wait on a forked child's copy
         try:
             return graph.invoke(input, config, **kwargs)
         except RecallError as exc:
@@ -147,6 +150,7 @@ class TurnHelpers:
 
     async def ainvoke(self, graph: Any, input: Any, config: RunnableConfig, **kwargs: Any) -> Any:
         """Async ``invoke``."""
+        self._here()
         try:
             return await graph.ainvoke(input, config, **kwargs)
         except RecallError as exc:

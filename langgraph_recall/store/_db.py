@@ -33,8 +33,11 @@ Row = tuple[Any, ...]
 # before the server ends it (see PostgresDatabase.configure).
 IDLE_IN_TRANSACTION_TIMEOUT = 10.0
 
-# What forked children let go of (``Database.abandon``): held, never closed, until they exit.
-_ABANDONED: list[dict[str, Any]] = []
+# What a forked child let go of (``Database.abandon``): kept, so that nothing closes it before
+# the child exits. Even then it is harmless: psycopg does not end a session from a process
+# that did not open it, and SQLite cannot checkpoint or delete the log while the parent still
+# has the file open.
+_ABANDONED: list[Any] = []
 _TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK), without importing it
 
 # The database's own clock, in seconds since the epoch, so that several machines sharing one

@@ -15,8 +15,8 @@ it copies, and the sqlite3 module releases the GIL for the copy and the syncs.
 Durability does not change. A commit is in the log before COMMIT returns, whoever checkpoints
 later; with ``synchronous=NORMAL`` the log is synced at each checkpoint, as before, and with
 ``FULL`` at every commit. A process killed during a checkpoint leaves a log that the next
-opener replays (SQLite's own recovery). If the thread is gone (in a forked child), the next
-wake-up starts a new one.
+opener replays (SQLite's own recovery). A forked child cannot commit on the store (``_process``),
+so only the parent's thread ever runs.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class WalCheckpointer:
                 thread = self._thread
                 if self._closed:
                     return
-                if thread is None or not thread.is_alive():  # first time, or a forked child
+                if thread is None or not thread.is_alive():  # first time, or if it died
                     self._wake = threading.Event()
                     self._thread = threading.Thread(
                         target=self._loop, name="langgraph-recall-wal", daemon=True
