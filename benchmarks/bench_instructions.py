@@ -486,9 +486,10 @@ def main(argv: list[str] | None = None) -> None:
         "The tool loop in instructions (callgrind)",
         command,
         sections,
-        intro="Instructions counted by callgrind: deterministic to a fraction of a percent, but "
-        "**user space only**: kernel time (writes, fsyncs), lock waits and I/O latency are not "
-        "in them. They complement the wall and CPU time of `loop.md` and `plugin.md`, not "
+        intro="Instructions counted by callgrind, **user space only**: kernel time (writes, "
+        "fsyncs), lock waits and I/O latency are not in them. A loop's total repeats to about 2% "
+        "between runs (threads interleave differently); the added cost per call, a difference "
+        "of two totals, moves by about 10% (792k and 965k for the same code, 2026-12-01). They complement the wall and CPU time of `loop.md` and `plugin.md`, not "
         "replace them. The µs figures are estimates (see the end).",
         about=f"{before}; {vg}; interpreter {interpreter()}",
     )
