@@ -46,6 +46,11 @@ class Birth:
     def forked(self) -> bool:
         return self.generation != GENERATION
 
+    def check(self, what: str) -> None:
+        """Raise ``refuse(what)`` in a forked child; nothing (a compare) in the process itself."""
+        if self.generation != GENERATION:
+            raise self.refuse(what)
+
     def refuse(self, what: str) -> RecallError:
         """The error for using the object in a forked child (raise it)."""
         return RecallError(

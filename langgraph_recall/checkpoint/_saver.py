@@ -36,7 +36,6 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from .. import _process
 from .._context import CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
 from .._errors import LeaseHeld, LeaseLost, RecallError
 from .._process import Birth, not_picklable
@@ -644,8 +643,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         return await self._acall("get_delta_channel_history", config=config, channels=channels)
 
     def _here(self) -> None:
-        if self._birth.generation != _process.GENERATION:
-            raise self._birth.refuse("RecallCheckpointer")
+        self._birth.check("RecallCheckpointer")
 
     def get_next_version(self, current: Any, channel: None) -> Any:  # bound to inner's in __init__
         return self.inner.get_next_version(current, channel)

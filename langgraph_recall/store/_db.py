@@ -18,7 +18,6 @@ from collections.abc import Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
 
-from .. import _process
 from .._errors import RecallError
 from .._process import Birth
 from ._due import DueEnds
@@ -214,8 +213,7 @@ class Database(ABC):
         written first (the briefing: under ``durability="async"`` the next model call's
         briefing starts before the task's write has taken the ends it carries).
         """
-        if self.birth.generation != _process.GENERATION:
-            raise self.birth.refuse("RecallStore")
+        self.birth.check("RecallStore")
         current: Tx | None = getattr(self._local, "tx", None)
         if current is not None:
             return _Joined(current)

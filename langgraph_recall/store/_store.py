@@ -913,8 +913,7 @@ class RecallStore(BaseStore):
         PostgresSaver in this same database, with exact fencing installed."""
         from ..checkpoint import RecallCheckpointer
 
-        if self._db.birth.forked():  # before the saver takes the parent's lock and connection
-            raise self._db.birth.refuse("RecallStore")
+        self._db.birth.check("RecallStore")  # before the saver takes the parent's lock
         if inner is None:
             from ..checkpoint._same_db import same_database_saver
 
