@@ -1136,6 +1136,14 @@ MUTATIONS = [
         "    if True:\n",
         ("tests/test_process_fork.py::-k::memory_store_keeps",),
     ),
+    Mutation(
+        "demo_crash_put",
+        "the demo's crash after a tool also dies when LangGraph saves the checkpoint first",
+        "langgraph_recall/cli/_demo_graphs.py",
+        '        self._die_before_saving(checkpoint.get("channel_values", {}).values())\n',
+        "",
+        ("tests/test_cli.py::-k::whichever_save",),
+    ),
 ]
 
 

@@ -160,6 +160,50 @@ def test_demo_records_agree_with_its_table(demo: Demo) -> None:
     assert "send_email(to='ops@example.com'" in listed.stdout
 
 
+@pytest.mark.parametrize("first", ["put", "put_writes"])
+def test_demo_crash_dies_at_whichever_save_carries_the_tool_result(
+    tmp_path: Any, first: str
+) -> None:
+    """The demo's "crash right after an email is sent" must leave the result unsaved.
+
+    LangGraph hands a tool task's writes and the step's checkpoint to its background pool as
+    two jobs that can run in either order; when the checkpoint ran first (a loaded CI machine)
+    the plain agent's result landed and its resume sent 1 email, not 2. Each save, whichever
+    comes first, now kills the process before the saver underneath sees it.
+    """
+    import multiprocessing as mp
+
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from langgraph_recall.cli import _demo_graphs as kit
+
+    flag = str(tmp_path / "crash-after-tool")
+    open(flag, "w").close()
+    path = str(tmp_path / "plain.db")
+    result = [AIMessage("", id="ai-0"), ToolMessage("sent", tool_call_id="c0", id="tm-0")]
+
+    def save() -> None:
+        saver = kit.CrashAfterToolSaver(kit.plain_saver(path), flag)
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        checkpoint = empty_checkpoint()
+        if first == "put":
+            checkpoint["channel_values"] = {"messages": result}
+            saver.put(config, checkpoint, {"step": 2}, {})
+        else:
+            config["configurable"]["checkpoint_id"] = checkpoint["id"]
+            saver.put_writes(config, [("messages", result)], "task-1")
+        os._exit(0)
+
+    child = mp.get_context("fork").Process(target=save)
+    child.start()
+    child.join(PROC_TIMEOUT)
+    assert child.exitcode == 9
+    con = sqlite3.connect(path)
+    saved = con.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+    saved += con.execute("SELECT count(*) FROM writes").fetchone()[0]
+    assert saved == 0
+
+
 # --- a store with records, on both backends ------------------------------------------------------
 
 

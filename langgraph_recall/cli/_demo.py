@@ -194,6 +194,9 @@ def _email_crash(db: str, workdir: str, agent: str, where: str) -> Row:
                         f.write(text)
 
         crashed = _spawn(first)
+        # The crash leaves its flag behind (see CrashAfterToolSaver): the resume must not crash.
+        if os.path.exists(os.path.join(workdir, flag)):
+            os.remove(os.path.join(workdir, flag))
         _spawn(second)
         sent = len(kit.count_effects(outbox))
         results[side] = (crashed, sent)
@@ -205,16 +208,20 @@ def _email_crash(db: str, workdir: str, agent: str, where: str) -> Row:
     if where == "after":
         return Row(
             "crash right after an email is sent, resume",
-            f"{plain_sent} emails sent",
-            f"{recall_sent} email sent",
+            _emails(plain_sent, "sent"),
+            _emails(recall_sent, "sent"),
         )
     with _open_recall(db) as store:
         in_doubt = len(store.actions(f"{agent}-recall", open_only=True))
     return Row(
         "crash inside the email tool, resume",
-        f"{plain_sent} emails sent",
+        _emails(plain_sent, "sent"),
         f"{recall_sent} sent, {in_doubt} in doubt, not repeated",
     )
+
+
+def _emails(n: int, what: str) -> str:
+    return f"{n} email{'' if n == 1 else 's'} {what}"
 
 
 # --- scenario 3: an approval, then the saved call is edited ------------------------------------

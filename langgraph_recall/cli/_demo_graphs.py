@@ -99,7 +99,12 @@ def make_tools(workdir: str) -> list[Any]:
 class CrashAfterToolSaver(BaseCheckpointSaver):
     """Delegates to a saver, but the process dies as it is about to save a tool's result once.
 
-    That is the moment "the email was sent, LangGraph has not written it down yet".
+    That is the moment "the email was sent, LangGraph has not written it down yet". LangGraph
+    hands the tool task's writes (``put_writes``) and the step's checkpoint (``put``) to its
+    background pool as two jobs, which can run in either order or at once: a crash in
+    ``put_writes`` alone let a loaded machine land the checkpoint holding the result first, and
+    the resumed plain agent then had nothing to repeat. So whichever save first carries a tool
+    message dies, before the inner saver sees it.
     """
 
     def __init__(self, inner: BaseCheckpointSaver, flag: str) -> None:
@@ -114,18 +119,20 @@ class CrashAfterToolSaver(BaseCheckpointSaver):
         return self.inner.list(config, **kwargs)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        self._die_before_saving(checkpoint.get("channel_values", {}).values())
         return self.inner.put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        if os.path.exists(self.flag) and any(
-            isinstance(v, list) and any(getattr(m, "type", "") == "tool" for m in v)
-            for _, v in writes
-        ):
-            os.remove(self.flag)
-            os._exit(9)
+        self._die_before_saving(v for _, v in writes)
         return self.inner.put_writes(config, writes, task_id, task_path)
+
+    def _die_before_saving(self, values: Any) -> None:
+        if os.path.exists(self.flag) and any(
+            isinstance(v, list) and any(getattr(m, "type", "") == "tool" for m in v) for v in values
+        ):
+            os._exit(9)  # the flag stays: the other save, running at once, must die too
 
     def get_next_version(self, current: Any, channel: Any) -> Any:
         return self.inner.get_next_version(current, channel)
