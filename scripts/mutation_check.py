@@ -1137,6 +1137,22 @@ MUTATIONS = [
         ("tests/test_process_fork.py::-k::memory_store_keeps",),
     ),
     Mutation(
+        "codec_fast_fallback",
+        "a message field the serializer would convert sends the message to the serializer",
+        "langgraph_recall/store/_codec.py",
+        "            default=_not_plain,\n",
+        "            default=str,\n",
+        ("tests/test_store_codec_fast.py::-k::converted_values",),
+    ),
+    Mutation(
+        "codec_fast_classes",
+        "only LangChain's own message classes are packed from their fields",
+        "langgraph_recall/store/_codec.py",
+        "    if type(value) in _PLAIN_DUMP:\n",
+        "    if isinstance(value, BaseMessage):\n",
+        ("tests/test_store_codec_fast.py::-k::dumps_itself",),
+    ),
+    Mutation(
         "demo_crash_put",
         "the demo's crash after a tool also dies when LangGraph saves the checkpoint first",
         "langgraph_recall/cli/_demo_graphs.py",
