@@ -1153,6 +1153,22 @@ MUTATIONS = [
         ("tests/test_store_codec_fast.py::-k::dumps_itself",),
     ),
     Mutation(
+        "turns_agent_row",
+        "an agent's first turn creates its agent row (SQLite records no agent row itself)",
+        "langgraph_recall/store/_schema.py",
+        '                "WHEN NEW.seq = 1 BEGIN INSERT OR IGNORE INTO recall_agents (agent_id, "\n',
+        '                "WHEN NEW.seq = 0 BEGIN INSERT OR IGNORE INTO recall_agents (agent_id, "\n',
+        ("tests/test_store_records.py::-k::short_batch_on_sqlite_is_one_insert",),
+    ),
+    Mutation(
+        "turns_numbered_from_key",
+        "SQLite numbers a short batch after the agent's last turn, which it alone moves",
+        "langgraph_recall/store/_records.py",
+        '            "WITH base(s) AS (SELECT coalesce((SELECT max(seq) FROM recall_turns "\n',
+        '            "WITH base(s) AS (SELECT coalesce((SELECT turn_seq FROM recall_agents "\n',
+        ("tests/test_store_records.py::-k::short_batch_on_sqlite_is_one_insert",),
+    ),
+    Mutation(
         "demo_crash_put",
         "the demo's crash after a tool also dies when LangGraph saves the checkpoint first",
         "langgraph_recall/cli/_demo_graphs.py",

@@ -104,13 +104,13 @@ def test_processes_recording_the_same_messages_record_each_once(
         assert sum(ok_results(run_together(store_target, _append, argsets))) == 40
         turns = store.turns(agent)
         assert [t.msg_id for t in turns] == [f"same-{i}" for i in range(40)]
-        # Numbered without gaps, and the agent's count agrees: a writer that lost a race to
+        # Numbered without gaps, and the next message comes next: a writer that lost a race to
         # another recorder of the same messages wrote nothing (no number handed out twice or
         # lost).
         assert [t.seq for t in turns] == list(range(1, 41))
-        with store._db.tx() as tx:
-            row = tx.one("SELECT turn_seq FROM recall_agents WHERE agent_id = ?", (agent,))
-        assert row == (40,)
+        assert store.record(agent, [HumanMessage("after the race", id="after")]) == 1
+        assert store.turns(agent, last=1)[0].seq == 41
+        assert {a.agent_id: a.turns for a in store.agents()}[agent] == 41
 
 
 # --- leases and approvals ------------------------------------------------------------------

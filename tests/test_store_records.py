@@ -287,9 +287,10 @@ def test_recording_new_messages_reads_no_recorded_turn_whatever_the_history(
 def test_a_short_batch_on_sqlite_is_one_insert_and_reads_no_recorded_turn(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A chat turn's messages: the rows go in one INSERT numbered from the agent's count, and
-    # the count moves after it; no read of which ids are recorded (the unique index refuses
-    # the INSERT whole if one is).
+    # A chat turn's messages: the rows go in one INSERT numbered after the agent's last turn,
+    # and that is the whole of it: no read of which ids are recorded (the unique index refuses
+    # the INSERT whole if one is), no write of the agent row (its page would be a fifth one
+    # in the commit of a run's end).
     with RecallStore.open(str(tmp_path / "r.db")) as store:
         store.record("ag", [HumanMessage(f"m{i}", id=f"h{i}") for i in range(300)])
         with captured_sql(monkeypatch) as seen:
@@ -297,7 +298,7 @@ def test_a_short_batch_on_sqlite_is_one_insert_and_reads_no_recorded_turn(
             assert store.record("ag", [*said, said[0]]) == 2, "a repeat within the batch once"
         on_turns = [sql for sql, _ in seen if "recall_turns" in sql]
         assert len(on_turns) == 1 and on_turns[0].startswith("WITH base(s)"), seen
-        assert len(seen) == 2, seen  # the INSERT, then the agent row's count
+        assert len(seen) == 1, seen
         assert [(t.msg_id, t.seq) for t in store.turns("ag", last=3)] == [
             ("h299", 300),
             ("new1", 301),
@@ -305,6 +306,7 @@ def test_a_short_batch_on_sqlite_is_one_insert_and_reads_no_recorded_turn(
         ]
         assert store.record("fresh", said) == 2, "a new agent numbers from 1"
         assert [t.seq for t in store.turns("fresh")] == [1, 2]
+        assert store.has_agent("fresh")  # its first turn made its row
         assert store.record("ag", [AIMessage("b", id="new3")]) == 1
         assert [t.seq for t in store.turns("ag", last=1)] == [303]
         assert verify(store).problems == []

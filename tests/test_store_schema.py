@@ -214,6 +214,46 @@ def test_an_old_file_is_upgraded_to_one_action_table_with_every_record_kept(
         assert verify(new).problems == []
 
 
+def test_turns_recorded_before_v4_are_numbered_after_and_counted(
+    backend: str, store_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Up to v3 every recording moved the agent row's count; from v4 SQLite numbers turns from
+    # their own key and leaves that row alone. Turns written the old way (rows and count, in
+    # SQL, as that code wrote them) must be followed, not overwritten or renumbered.
+    mtype, mdata = dumps_typed(HumanMessage("old", id="old-1"))
+    with monkeypatch.context() as old_code:
+        old_code.setattr(_db, "MIGRATIONS", MIGRATIONS[:3])
+        old_code.setattr(_db, "SCHEMA_VERSION", 3)
+        with RecallStore.open(store_target) as old:
+            with old._db.tx(write=True) as tx:
+                tx.run(
+                    "INSERT INTO recall_agents (agent_id, created_at, last_activity, turn_seq, "
+                    "revision_seq, action_seq) VALUES ('ag', 1.0, 2.0, 2, 0, 0)"
+                )
+                for seq in (1, 2):
+                    tx.run(
+                        "INSERT INTO recall_turns (agent_id, seq, msg_id, thread_id, role, "
+                        "dtype, data, size, output_ref, created_at) "
+                        "VALUES ('ag', ?, ?, 't', 'human', ?, ?, ?, NULL, ?)",
+                        (seq, f"old-{seq}", mtype, mdata, len(mdata), float(seq)),
+                    )
+    with RecallStore.open(store_target) as new:
+        assert _meta(new, "schema_version") == str(SCHEMA_VERSION)
+        # A short batch (one statement) and a long one (the reading path) both follow on.
+        assert new.record("ag", [HumanMessage("a", id="new-1"), HumanMessage("b", id="old-1")])
+        assert new.record("ag", [HumanMessage(str(i), id=f"bulk-{i}") for i in range(20)]) == 20
+        turns = new.turns("ag")
+        assert [t.seq for t in turns] == list(range(1, 24))
+        assert [t.msg_id for t in turns[:3]] == ["old-1", "old-2", "new-1"]
+        # An agent whose first record is a turn is listed; its activity is its newest turn.
+        new.record("fresh", [HumanMessage("hello", id="f-1")])
+        listed = {a.agent_id: a for a in new.agents()}
+        assert listed["ag"].turns == 23 and listed["fresh"].turns == 1
+        assert listed["ag"].last_activity >= turns[-1].created_at > 2.0
+        assert new.has_agent("fresh")
+        assert verify(new).problems == []
+
+
 def test_opening_a_newer_schema_fails_clearly_and_changes_nothing(
     store_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -454,6 +454,20 @@ MIGRATIONS: list[list[Step]] = [
             "postgres": [],
         },
     ],
+    # v4 (SQLite only): recording numbers an agent's turns from their own key and leaves the
+    # agent row alone (see ``_records``), so an agent's first turn creates the row inside the
+    # engine, as an action's insert does. Every agent with turns already has its row.
+    [
+        {
+            "sqlite": [
+                "CREATE TRIGGER IF NOT EXISTS recall_turns_agent AFTER INSERT ON recall_turns "
+                "WHEN NEW.seq = 1 BEGIN INSERT OR IGNORE INTO recall_agents (agent_id, "
+                "created_at, last_activity, turn_seq, revision_seq, action_seq) VALUES "
+                "(NEW.agent_id, NEW.created_at, NEW.created_at, 0, 0, 0); END"
+            ],
+            "postgres": [],
+        },
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
