@@ -20,7 +20,8 @@
 - **a run's end**: since a run records its last turns in the transaction that gives its lease
   up, what recording costs a run is that end with 1, 2, 10 or 42 new messages less the same
   end with none (the lease's release alone), per message. A chat turn's 2 messages are the
-  common case. Target: under 20 µs.
+  common case. Target: under 20 µs. On SQLite the same statements are also sent bare, on
+  the store's own connection (``floor: the same SQL``): SQLite's part of that figure.
 - **chat turn**: the same graphs with a model that answers at once (no tool), as the second
   turn of a conversation (the first, on a new thread, untimed): what the plugin adds to a run
   that is mostly its start and its end. No target; shown beside the loop's.
@@ -235,6 +236,48 @@ def _run_end(store: RecallStore, n: int) -> tuple[Callable[[int], Any], Callable
     return take, end
 
 
+# SQLite's own cost of a run's end: its statements, run on the store's writers' connection.
+END_FLOOR = "floor: the same SQL"
+FLOOR_SIZES = (0, 1, 2)
+
+
+def _run_end_floor(
+    store: RecallStore, n: int
+) -> tuple[Callable[[int], Any], Callable[[Any], object]]:
+    """A run's end as bare SQL (SQLite): the lease's release and the batch's one INSERT, the
+    statements ``store._end_run`` sends, on its writers' connection (warm, as the store's is)
+    under its write lock. The messages are serialised untimed: this is what SQLite alone takes
+    to write them, the floor under the store's figure."""
+    from langgraph_recall.store._codec import dumps_typed
+    from langgraph_recall.store._records import _sqlite_insert
+
+    db = store._db
+    agent = f"floor-end-{n}"
+    release = (
+        "UPDATE recall_leases SET expires_at = 0 WHERE agent_id = ? AND holder = ? AND epoch = ?"
+    )
+    insert = db.sql(_sqlite_insert(n)) if n else ""
+
+    def take(i: int) -> tuple[int, list[Any]]:
+        epoch = store.acquire_lease(agent, "bench", 60.0).epoch
+        params: list[Any] = [agent, agent, "t"]
+        for m in turn_messages(i, n):
+            params += (m.id, m.type, *dumps_typed(m))
+        return epoch, params
+
+    def end(given: tuple[int, list[Any]]) -> None:
+        epoch, params = given
+        with db.write_lock:
+            conn = db.writer()  # type: ignore[attr-defined]
+            conn.execute("BEGIN IMMEDIATE")
+            assert conn.execute(release, (agent, "bench", epoch)).rowcount == 1
+            if n:
+                conn.execute(insert, params)
+            conn.execute("COMMIT")
+
+    return take, end
+
+
 def store_cases(store: RecallStore, setting: str, calls: int) -> list[Case]:
     args = {"a": 1, "b": 1}
     claim = store.claim("bench", "done-1", tool="add", args=args, args_digest="d1")
@@ -308,6 +351,19 @@ def store_cases(store: RecallStore, setting: str, calls: int) -> list[Case]:
                 setting=setting,
             )
         )
+    if store.dialect == "sqlite":
+        for n in FLOOR_SIZES:
+            take, end = _run_end_floor(store, n)
+            cases.append(
+                Case(
+                    f"{RUN_END}, {_new(n) if n else 'no message'}",
+                    END_FLOOR,
+                    end,
+                    setup=take,
+                    calls=max(20, calls // max(n, 2)),
+                    setting=setting,
+                )
+            )
     return cases
 
 
@@ -440,7 +496,26 @@ def _run_end_rows(name: str, cases: Sequence[Case]) -> list[str]:
             f"with them less the end without) < {RECORD_TARGET_US:.0f} µs | {added.show('.1f')} "
             f"µs | {added.interval('.1f')} µs | {verdict(added, RECORD_TARGET_US)} |"
         )
+        floor = _floor_added(cases, n)
+        if floor is not None:
+            rows.append(
+                f"| {TITLES[name]} | the same, {END_FLOOR} (the end's statements alone, on the "
+                f"store's connection; no Python, messages serialised beforehand): the floor, "
+                f"no target | {floor.show('.1f')} µs | {floor.interval('.1f')} µs | - |"
+            )
     return rows
+
+
+def _floor_added(cases: Sequence[Case], n: int) -> Spread | None:
+    """Per message, SQLite's own part of recording ``n`` messages at a run's end, or None."""
+    try:
+        alone = find(cases, f"{RUN_END}, no message", END_FLOOR)
+        end = find(cases, f"{RUN_END}, {_new(n)}", END_FLOOR)
+    except KeyError:  # PostgreSQL: its end is one statement already; no floor case
+        return None
+    return spread(
+        [(e - a) * 1e6 / n for e, a in zip(end.round_medians, alone.round_medians, strict=True)]
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -497,7 +572,12 @@ def main(argv: list[str] | None = None) -> None:
             "its checkpointer takes the agent's lease at the start, stamps the lease epoch on "
             "every checkpoint and records every message as a turn before `invoke` returns. "
             "Store operations: median µs per call (per message for recording), p10-p90 and the "
-            "range of per-round medians.\n\n"
+            f"range of per-round medians. `{END_FLOOR}` (SQLite) sends a run's end's statements "
+            "(the lease's release, the batch's one INSERT) straight to the store's writers' "
+            "connection, messages serialised beforehand: what SQLite itself takes, so the "
+            "distance from it is the store's own Python and serialisation. One message adds "
+            "its row and an entry in each of the turns table's two indexes: three more pages in "
+            "the commit's log, each written with two system calls.\n\n"
             f"Load before the run: {before.split('load average ')[1].split(';')[0]}; after: "
             f"{after.split('load average ')[1].split(';')[0]} (the machine is shared).",
         )
