@@ -238,8 +238,9 @@ def _first_seq(tx: Tx, agent_id: str, n: int) -> int:
     for where it comes from on each engine)."""
     if tx.dialect == "postgres":
         return bump(tx, agent_id, "turn_seq", n)
-    row = tx.one("SELECT max(seq) FROM recall_turns WHERE agent_id = ?", (agent_id,))
-    return int(row[0] or 0) + 1 if row is not None else 1
+    row = tx.one("SELECT coalesce(max(seq), 0) FROM recall_turns WHERE agent_id = ?", (agent_id,))
+    assert row is not None  # an aggregate answers one row
+    return int(row[0]) + 1
 
 
 # A short batch on SQLite (a chat turn's messages, a short run's hand-over) goes as one INSERT
