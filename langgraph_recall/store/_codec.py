@@ -42,7 +42,7 @@ def dumps_typed(value: Any) -> tuple[str, bytes]:
 # --- LangChain messages, the serializer's bytes without its model_dump --------------------------
 
 # The options LangGraph's serializer packs with (``jsonplus._option``): the same flags, so a
-# value packs here exactly as it packs there. ``test_store_types`` compares the bytes.
+# value packs here exactly as it packs there. ``test_store_codec_fast`` compares the bytes.
 _PACK_OPTIONS = (
     ormsgpack.OPT_NON_STR_KEYS
     | ormsgpack.OPT_PASSTHROUGH_DATACLASS
