@@ -4,6 +4,13 @@
 number of AI messages already in the request. That makes it deterministic across processes,
 crashes and resumes (it keeps no position of its own), which is what the demo, the notebooks and
 the crash tests need: a killed worker and its replacement get the same replies.
+
+Its message ids are deterministic too, and unique per thread, as a provider's ids are unique:
+inside a graph run the id names the run's thread (``ai-<thread>-<n>``), outside one it is
+``ai-<n>``. An id that repeated across threads would make a new thread's AI message look like
+one the agent already has: langgraph-recall records each message id once per agent, and derives
+a tool call's action key from its AI message's id, so the new thread's calls would be answered
+with the first thread's recorded results instead of running.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables.config import var_child_runnable_config
 
 __all__ = ["ScriptedChatModel", "call", "reply"]
 
@@ -70,7 +78,15 @@ class ScriptedChatModel(BaseChatModel):
             }
             for i, c in enumerate(spec.get("tool_calls") or [])
         ]
-        msg = AIMessage(
-            content=spec.get("content", ""), tool_calls=calls, id=f"{self.name_prefix}-{n}"
-        )
+        msg = AIMessage(content=spec.get("content", ""), tool_calls=calls, id=self._id(n))
         return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    def _id(self, n: int) -> str:
+        """The n-th reply's message id: the same in every process, different on every thread."""
+        # The config of the graph node calling the model (LangGraph sets it for the node's
+        # code); None when the model is called outside a graph.
+        config = var_child_runnable_config.get() or {}
+        thread = (config.get("configurable") or {}).get("thread_id")
+        if thread is None:
+            return f"{self.name_prefix}-{n}"
+        return f"{self.name_prefix}-{thread}-{n}"

@@ -1176,6 +1176,14 @@ MUTATIONS = [
         "",
         ("tests/test_cli.py::-k::whichever_save",),
     ),
+    Mutation(
+        "scripted_ids_per_thread",
+        "the scripted model's message ids differ between threads of one agent",
+        "langgraph_recall/testing.py",
+        '        return f"{self.name_prefix}-{thread}-{n}"\n',
+        '        return f"{self.name_prefix}-{n}"\n',
+        ("tests/test_testing_model.py::-k::new_thread",),
+    ),
 ]
 
 

@@ -181,8 +181,9 @@ def test_a_raising_tool_under_default_error_handling_fails_the_run_recorded(stor
 
 def _leave_in_doubt(store, agent: str, tool_name: str, args: dict[str, Any], klass: str) -> str:
     """What a worker killed mid-call leaves behind: an intent with no end (the crash suites
-    produce it with real kills; here it is written directly to test what follows)."""
-    action_id = action_key(agent, "ai-0", "call-0-0", tool_name)
+    produce it with real kills; here it is written directly to test what follows). The agent
+    runs on the thread of its name, where the scripted model's first reply is ``ai-<thread>-0``."""
+    action_id = action_key(agent, f"ai-{agent}-0", "call-0-0", tool_name)
     store.claim(
         agent,
         action_id,
