@@ -1184,6 +1184,15 @@ MUTATIONS = [
         '        return f"{self.name_prefix}-{n}"\n',
         ("tests/test_testing_model.py::-k::new_thread",),
     ),
+    Mutation(
+        "other_args_warned",
+        "a finished call asked again with other arguments is reported, not answered silently",
+        "langgraph_recall/tools/_durable.py",
+        "                if claim.action.args_digest != digest:\n"
+        "                    _warn_other_args(claim.action, args)\n",
+        "",
+        ("tests/test_tools_calls.py::-k::other_arguments",),
+    ),
 ]
 
 

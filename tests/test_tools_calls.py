@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 import time
@@ -122,6 +123,31 @@ def test_replaying_a_finished_call_returns_its_result_without_running(
     out = graph.invoke(None, before_tools.config)
     assert len(read_effects(effects)) == 1
     assert _tool_messages(out)[-1].content == "sent to a"
+
+
+def test_a_finished_call_asked_again_with_other_arguments_answers_its_record_and_says_so(
+    store, saver, tmp_path, caplog
+) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"})
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    graph.invoke({"messages": [HumanMessage("go")]}, _config("edited"))
+    before_tools = next(
+        s for s in graph.get_state_history(_config("edited")) if s.next == ("tools",)
+    )
+    # The saved AI message edited after its call ran: same message id and call id (so the
+    # same action key), other arguments.
+    asked = before_tools.values["messages"][-1]
+    edited = asked.model_copy(update={"tool_calls": [{**asked.tool_calls[0], "args": {"to": "b"}}]})
+    forked = graph.update_state(before_tools.config, {"messages": [edited]}, as_node="agent")
+    with caplog.at_level(logging.WARNING, logger="langgraph_recall"):
+        out = graph.invoke(None, forked)
+    assert [e["to"] for e in read_effects(effects)] == ["a"]  # not run again, for b or a
+    assert _tool_messages(out)[-1].content == "sent to a"
+    [warning] = [r for r in caplog.records if "already ran with other arguments" in r.message]
+    assert "{'to': 'a'}" in warning.message and "{'to': 'b'}" in warning.message
 
 
 def test_pure_tools_run_every_time_and_are_not_recorded(store, saver, tmp_path) -> None:

@@ -466,10 +466,12 @@ class DurableTools:
             if isinstance(claimed, RecallError):
                 return refused_message(call, action_id, claimed.code, str(claimed))
             claim: Claim = claimed
-            if claim.status == "done":
+            if claim.status in ("done", "failed"):
+                if claim.action.args_digest != digest:
+                    _warn_other_args(claim.action, args)
+                if claim.status == "failed":
+                    return failed_message(claim.action, call)
                 return (yield Io(from_record, (store, claim.action, call)))
-            if claim.status == "failed":
-                return failed_message(claim.action, call)
             if claim.status == "claimed":
                 fault_point("tool_claimed")  # intent recorded, the tool not started
                 return (
@@ -606,6 +608,28 @@ class DurableTools:
             yield Io(_record_resolution, (store, action, end))
             report.closed.append((yield Io(store.action, (action.action_id,))))
         return report
+
+
+def _warn_other_args(action: Action, args: dict[str, Any]) -> None:
+    """A finished call is asked for again with other arguments than it ran with.
+
+    It still answers with its recorded result and does not run: the call's key says it ran,
+    and a changed digest has innocent causes (the tool's schema gained a default since, so the
+    same saved call canonicalises differently) as well as wrong ones (the saved AI message
+    edited after the call ran; a model, or a test double, that repeats message ids, so a new
+    call got an old call's key). Running it again would repeat a side effect in the first
+    case; refusing would invite the model to ask again under a new key. So: say it, loudly.
+    """
+    log.warning(
+        "%s (action %s) already ran with other arguments (%s) than the call now asking for "
+        "it (%s): answering with its recorded result, not running it again. If this is a "
+        "new call, its AI message id repeats an earlier one's; message ids must be unique "
+        "per agent",
+        action.tool,
+        action.action_id,
+        action.args,
+        args,
+    )
 
 
 # --- store steps (each runs as one blocking call: inline, or in a worker thread) -------------
