@@ -1193,6 +1193,22 @@ MUTATIONS = [
         "",
         ("tests/test_tools_calls.py::-k::other_arguments",),
     ),
+    Mutation(
+        "entry_failed_next_run",
+        "a run whose loop failed to enter is ended when its caller starts the agent again",
+        "langgraph_recall/checkpoint/_runs.py",
+        "        self.reap(agent_id, entry)\n",
+        "",
+        ("tests/test_checkpoint_lease.py::-k::refuses_gives",),
+    ),
+    Mutation(
+        "entry_failed_renewer",
+        "the lease renewer ends a run whose loop failed to enter, so other processes get it",
+        "langgraph_recall/checkpoint/_runs.py",
+        "        keeper.reaper = self.reap  # its renewer ends runs whose loop failed to enter\n",
+        "",
+        ("tests/test_checkpoint_lease.py::-k::failed_to_enter",),
+    ),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -257,3 +258,101 @@ def test_a_write_after_another_holder_took_over_is_refused(store: RecallStore, s
     assert max(steps) == 1, "a checkpoint was written after the takeover"
     assert store.lease("agent-1").holder == "intruder"  # not released by the fenced-out run
     cp.close()
+
+
+# --- a run whose LangGraph loop fails to enter after the lease was taken --------------------
+
+
+def _asking_graph(saver: Any) -> Any:
+    from langgraph.graph import START, StateGraph
+    from langgraph.types import interrupt
+    from typing_extensions import TypedDict
+
+    class S(TypedDict, total=False):
+        answer: str
+
+    def ask(state: S) -> S:
+        return {"answer": str(interrupt("yes or no?"))}
+
+    builder = StateGraph(S)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    return builder.compile(checkpointer=saver)
+
+
+@pytest.fixture
+def no_gc() -> Iterator[None]:
+    """The failed loop stays uncollected, as it does for as long as a cycle of LangGraph's (or a
+    kept traceback) holds it: only the lease's own watch can end the run."""
+    import gc
+
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_resume_langgraph_refuses_gives_the_lease_back(
+    store: RecallStore, no_gc: None, mode: str
+) -> None:
+    from langgraph.types import Command
+
+    saver = store.checkpointer(lease_ttl=60)
+    graph = _asking_graph(saver)
+    cfg = config("t-bad", "asker")
+
+    async def call(value: Any) -> Any:
+        if mode == "sync":
+            return graph.invoke(value, cfg)
+        return await graph.ainvoke(value, cfg)
+
+    await call({"answer": ""})  # pauses at the question
+    # LangGraph fails this one inside its loop's entry, after the checkpointer took the lease.
+    with pytest.raises(Exception) as refused:  # noqa: B017 - LangGraph's own error
+        await call(Command(resume=None))
+    assert not isinstance(refused.value, RecallError)
+    # The same caller tries again at once: its earlier entry is over, so the run that never
+    # started is ended instead of refusing this one with lease_held.
+    out = await call(Command(resume="yes"))
+    assert out["answer"] == "yes"
+    assert store.lease("asker") is None or store.lease("asker").expires_at <= time.time()
+    saver.close()
+
+
+@pytest.mark.slow
+def test_another_process_gets_the_lease_of_a_run_that_failed_to_enter(
+    store: RecallStore, store_target: str, no_gc: None, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    from langgraph.types import Command
+
+    saver = store.checkpointer(lease_ttl=2)
+    graph = _asking_graph(saver)
+    cfg = config("t-bad", "asker")
+    graph.invoke({"answer": ""}, cfg)
+    with pytest.raises(Exception):  # noqa: B017 - LangGraph's own error
+        graph.invoke(Command(resume=None), cfg)
+    # This process stays alive and idle, its renewer running; another process asks for the
+    # agent. Without the watch, the lease is renewed here for good and it waits in vain.
+    code = (
+        "import sys, os\n"
+        "from langgraph.types import Command\n"
+        "sys.path.insert(0, os.environ['TESTS'])\n"
+        "from test_checkpoint_lease import _asking_graph\n"
+        "from fix_checkpoint import config\n"
+        "from langgraph_recall import RecallStore\n"
+        "store = RecallStore.open(os.environ['TARGET'])\n"
+        "saver = store.checkpointer(lease_ttl=2, wait=30)\n"
+        "print(_asking_graph(saver).invoke(Command(resume='yes'), config('t-bad', 'asker')))\n"
+    )
+    env = {**os.environ, "TESTS": str(Path(__file__).parent), "TARGET": store_target}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "'answer': 'yes'" in done.stdout
+    saver.close()

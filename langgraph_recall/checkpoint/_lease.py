@@ -85,6 +85,9 @@ class LeaseKeeper:
         self._renewer_idle = False
         self._renewer: threading.Thread | None = None
         self._closed = False
+        # Called by the renewer before each round: ends the runs that hold a lease but will
+        # never run (``RunLifecycle.reap``) and returns their agents.
+        self.reaper: Callable[[], set[str]] | None = None
 
     # --- taking and giving back -----------------------------------------------------------
 
@@ -272,6 +275,12 @@ class LeaseKeeper:
                     if h.epoch >= 0 and h.lost is None
                 ]
             due = time.monotonic() + interval
+            if self.reaper is not None:
+                try:
+                    reaped = self.reaper()
+                except Exception:  # never let it stop the renewals
+                    reaped = set()
+                todo = [t for t in todo if t[0] not in reaped]
             for agent_id, epoch in todo:
                 self.renew(agent_id, epoch)
 

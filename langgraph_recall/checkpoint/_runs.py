@@ -11,15 +11,23 @@ empty) exit stack runs when the loop exits, *after* the loop's background execut
 every pending write, whether the run finished, raised, was interrupted or was closed early.
 If a LangGraph version ever calls from elsewhere, ``find_loop`` returns None: the run then ends
 by ``RecallCheckpointer.invoke``'s ``finally``, or its lease expires (a warning says so).
-If the loop's ``__enter__`` fails after our ``get_tuple`` returned (bad input, say), the stack
-never unwinds; a ``weakref.finalize`` on the loop ends the run when the loop is collected.
+If the loop's ``__enter__`` fails after our ``get_tuple`` returned (a bad resume value, say),
+the stack never unwinds, and the lease would be renewed for as long as the process lives. A
+``weakref.finalize`` on the loop ends the run when the loop is collected, but the loop sits in
+a reference cycle of LangGraph's (its exit stack holds one of its own bound methods), and a
+traceback kept for display (Jupyter's last error) keeps it alive anyway. So the run also
+watches its loop's entry (``Entry``): once the thread or task that entered it has moved on,
+or a grace period has passed, a loop that never finished ``__enter__`` has failed it, and
+its run is ended: at the next run of the agent in this process, and at every lease renewal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import threading
+import time
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -48,6 +56,42 @@ try:  # pragma: no cover - private module; its location differs across langgraph
     from langgraph.pregel._loop import PregelLoop as _PregelLoop
 except ImportError:  # pragma: no cover
     _PregelLoop = None  # type: ignore[assignment,misc]
+
+log = logging.getLogger("langgraph_recall")
+
+# The loop's ``__enter__`` does only in-memory work after our ``get_tuple`` (channels from the
+# checkpoint, the input's writes): a loop still not entered this long after it (or after the
+# lease's ttl, if shorter) failed to enter.
+ENTRY_GRACE = 10.0
+# What ``__enter__``/``__aenter__`` assigns last (``PregelLoop`` has a class default for it), so
+# its presence in the loop's own attributes says the entry finished.
+_ENTERED_MARK = "updated_channels"
+
+
+@dataclass(frozen=True, eq=False)
+class Entry:
+    """Who called the root ``get_tuple`` of a run, from inside its loop's entry."""
+
+    thread: threading.Thread
+    task: asyncio.Task[Any] | None
+    since: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def here(cls) -> Entry:
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no event loop on this thread
+            task = None
+        return cls(threading.current_thread(), task)
+
+    def moved_on(self, now: Entry | None) -> bool:
+        """Whether the entering thread or task can no longer be inside that entry: it is gone,
+        or it is the one starting another run now (``now``)."""
+        if self.task is not None:
+            return self.task.done() or (now is not None and now.task is self.task)
+        if not self.thread.is_alive():
+            return True
+        return now is not None and now.task is None and now.thread is self.thread
 
 
 def run_key(config: Any) -> int | None:
@@ -87,6 +131,9 @@ class Run:
     turns: TurnBuffer = field(default_factory=lambda: TurnBuffer(()))
     finalizer: Any = None
     ended: bool = False
+    # The run's loop (weakly) and who was entering it, until the entry is seen finished.
+    loop: weakref.ref[Any] | None = None
+    entry: Entry | None = None
     # Started from an explicit checkpoint_id (time travel): its first checkpoint is a
     # deliberate second child of an old one, which ``inspect_thread`` must not call a fork.
     branched: bool = False
@@ -170,12 +217,16 @@ class RunLifecycle:
         # ended with every message of that checkpoint recorded (``FinalWrite``).
         self.complete: Recent[str, tuple[str, str | None, int]] = Recent()
         self.warned_no_loop = False
+        keeper.reaper = self.reap  # its renewer ends runs whose loop failed to enter
 
     def run_of(self, agent_id: str) -> Run | None:
         return self.by_agent.get(agent_id)
 
-    def begin(self, config: RunnableConfig, loop: Any) -> Run | None:
-        """Take the lease and refuse a resubmitted turn. None if this run already began."""
+    def begin(self, config: RunnableConfig, loop: Any, entry: Entry | None = None) -> Run | None:
+        """Take the lease and refuse a resubmitted turn. None if this run already began.
+
+        ``entry``: who is entering ``loop`` (the caller of ``get_tuple``; this may run on a
+        worker thread)."""
         key = run_key(config)
         assert key is not None
         with self.lock:
@@ -185,6 +236,9 @@ class RunLifecycle:
         runtime = conf[CONFIG_KEY_RUNTIME]
         agent_id, thread_id = agent_id_of(config), str(thread_id_of(config))
         control = loop.control if loop is not None else getattr(runtime, "control", None)
+        # A run of this agent whose loop failed to enter still holds the slot: end it first,
+        # or this run would be refused (lease_held) by a run that is not running.
+        self.reap(agent_id, entry)
         lease = self.keeper.acquire(agent_id, control)
         try:
             turn_id = turn_id_of(config)
@@ -206,6 +260,7 @@ class RunLifecycle:
             self.by_agent[agent_id] = run
         if loop is not None:
             run.finalizer = weakref.finalize(loop, self._orphaned, key)
+            run.loop, run.entry = weakref.ref(loop), entry or Entry.here()
         elif not self.warned_no_loop:
             self.warned_no_loop = True
             warnings.warn(
@@ -320,6 +375,42 @@ class RunLifecycle:
                 self.end(run)
             except LeaseLost:
                 pass
+
+    def _never_entered(self, run: Run, now: Entry | None) -> bool:
+        """Whether ``run``'s loop failed its ``__enter__`` (see the module docstring)."""
+        entry, ref = run.entry, run.loop
+        if entry is None or ref is None or run.ended:
+            return False
+        loop = ref()
+        if loop is None:
+            return False  # collected: its finalizer ends the run
+        if _ENTERED_MARK in vars(loop):
+            run.entry = None  # entered; nothing left to watch
+            return False
+        if entry.moved_on(now):
+            return True
+        return time.monotonic() - entry.since > min(ENTRY_GRACE, self.keeper.ttl)
+
+    def reap(self, agent_id: str | None = None, now: Entry | None = None) -> set[str]:
+        """End the runs (of ``agent_id``, or all) whose loop failed to enter; their agents."""
+        with self.lock:
+            if agent_id is None:
+                runs = list(self.runs.values())
+            else:
+                run = self.by_agent.get(agent_id)
+                runs = [] if run is None else [run]
+        reaped: set[str] = set()
+        for run in runs:
+            if self._never_entered(run, now):
+                log.warning(
+                    "the run of agent %r on thread %r never started (its LangGraph loop failed "
+                    "to enter, after its lease was taken); its lease is given back",
+                    run.agent_id,
+                    run.thread_id,
+                )
+                self._quietly_end(run)
+                reaped.add(run.agent_id)
+        return reaped
 
     def _orphaned(self, key: int) -> None:
         """A run's loop was collected without exiting (its __enter__ failed): end the run."""

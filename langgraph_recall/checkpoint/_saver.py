@@ -47,7 +47,7 @@ from ._fence import is_fence_error
 from ._lease import LeaseKeeper, new_holder_id
 from ._plans import Planner, PlanRider, Plans, attempts_of, close_not_started, take
 from ._recording import Recorder, messages_in
-from ._runs import Run, RunLifecycle, find_loop, run_key
+from ._runs import Entry, Run, RunLifecycle, find_loop, run_key
 from ._same_db import (
     can_carry,
     close_same_database_saver,
@@ -259,7 +259,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             return self.inner.get_tuple(config)
         runs = self._shared.runs
         loop = find_loop(config)
-        run = runs.begin(config, loop)
+        run = runs.begin(config, loop, Entry.here())
         if run is None:
             return self.inner.get_tuple(config)
         self._learn_graph(run, loop)
@@ -280,7 +280,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             return await self._acall("get_tuple", config)
         runs = self._shared.runs
         loop = find_loop(config)  # before any await: the frame chain is the caller's now
-        run = await asyncio.to_thread(runs.begin, config, loop)
+        run = await asyncio.to_thread(runs.begin, config, loop, Entry.here())
         if run is None:
             return await self._acall("get_tuple", config)
         self._learn_graph(run, loop)
