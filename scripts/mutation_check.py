@@ -1209,6 +1209,22 @@ MUTATIONS = [
         "",
         ("tests/test_checkpoint_lease.py::-k::failed_to_enter",),
     ),
+    Mutation(
+        "dropped_table",
+        "a database missing one of the records' tables is refused at open (records_missing)",
+        "langgraph_recall/store/_db.py",
+        "            self._check_tables()\n",
+        "",
+        ("tests/test_store_schema.py::-k::dropped_table",),
+    ),
+    Mutation(
+        "deleted_db_not_created",
+        "a deleted SQLite database is refused before an empty one is created in its place",
+        "langgraph_recall/store/_store.py",
+        "            refuse_if_deleted(path)\n",
+        "",
+        ("tests/test_store_schema.py::test_a_deleted_database_is_refused",),
+    ),
 ]
 
 

@@ -3,9 +3,11 @@ SQLite database that lost its records (deleted, emptied, swapped or corrupt)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sqlite3
 import stat
 from typing import Any
 
@@ -452,6 +454,7 @@ def test_a_deleted_database_is_refused(tmp_path: Any) -> None:
     _make_store_with_records(path)
     _remove_db(path)
     _assert_records_missing(path)
+    assert not os.path.exists(path), "the refusal created an empty database in its place"
     _assert_records_missing(path)  # still refused on the next try: nothing started fresh
 
 
@@ -511,3 +514,23 @@ def test_a_damaged_header_loses_nothing_once_repaired(tmp_path: Any) -> None:
         f.write(header)
     with RecallStore.open(path) as s:
         assert [t.message.content for t in s.turns("ag")] == ["precious"]
+
+
+@pytest.mark.parametrize("table", ["recall_actions", "recall_turns"])
+def test_a_dropped_table_is_refused_at_open(store_target: str, table: str) -> None:
+    with RecallStore.open(store_target) as s:
+        s.record("ag", [HumanMessage("kept", id="m-1")])
+    if store_target.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store_target, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE {table} CASCADE")
+    else:
+        with contextlib.closing(sqlite3.connect(store_target)) as conn:
+            conn.execute(f"DROP TABLE {table}")
+            conn.commit()
+    # Without the check the store opened, then failed call by call ("no such table").
+    with pytest.raises(RecordsMissing, match=f"not its tables {table}") as err:
+        RecallStore.open(store_target)
+    assert err.value.details["missing"] == [table]
+    assert "Restore the database from a backup" in str(err.value)

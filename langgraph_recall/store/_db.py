@@ -18,12 +18,12 @@ from collections.abc import Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
 
-from .._errors import RecallError
+from .._errors import RecallError, RecordsMissing
 from .._process import Birth
 from ._due import DueEnds
 from ._finished import FinishedActions
 from ._prefetch import MAX_PLANS, Learned, Plans, Read, Step, combined, split
-from ._schema import MIGRATIONS, SCHEMA_VERSION, Dialect, render
+from ._schema import MIGRATIONS, SCHEMA_VERSION, TABLES, Dialect, render
 from ._wal import WalCheckpointer
 
 Row = tuple[Any, ...]
@@ -258,8 +258,9 @@ class Database(ABC):
 
     def migrate(self) -> int:
         """Create or upgrade the schema; returns the version now in force."""
-        # Fast path for every open after the first: one read, no write lock, no DDL.
+        # Fast path for every open after the first: two reads, no write lock, no DDL.
         if self._schema_version() == SCHEMA_VERSION:
+            self._check_tables()
             return SCHEMA_VERSION
         with self.tx(write=True) as tx:
             if self.dialect == "postgres":
@@ -307,6 +308,34 @@ class Database(ABC):
                 return None  # let the locked path below report it properly
             raise
         return int(row[0]) if row else None
+
+    def _check_tables(self) -> None:
+        """Refuse a database whose schema is on record but some of whose tables are gone (a
+        table dropped by hand, a partial restore): each later call would fail on its own, with
+        nothing to say that records were lost."""
+        with self.tx() as tx:
+            if self.dialect == "sqlite":
+                present = {
+                    r[0] for r in tx.all("SELECT name FROM sqlite_master WHERE type = 'table'")
+                }
+                missing = [t for t in TABLES if t not in present]
+            else:
+                missing = [
+                    r[0]
+                    for r in tx.all(
+                        "SELECT t FROM unnest(CAST(? AS TEXT[])) WITH ORDINALITY AS u(t, n) "
+                        "WHERE to_regclass(t) IS NULL ORDER BY n",
+                        (list(TABLES),),
+                    )
+                ]
+        if missing:
+            raise RecordsMissing(
+                f"{self.target} holds langgraph-recall's schema v{SCHEMA_VERSION} but not its "
+                f"tables {', '.join(missing)}: they were dropped, or the database was restored "
+                "only in part. Nothing was written. Restore the database from a backup.",
+                path=self.target,
+                missing=missing,
+            )
 
     def _create_meta(self, tx: Tx) -> None:
         tx.run(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from typing import Any
 
 from .._errors import RecallError, RecordsMissing
 from ._db import Database
@@ -50,6 +51,33 @@ def sqlite_secret(db: Database, db_path: str, existed_before: bool) -> bytes:
         return _sqlite_secret_locked(db, db_path, existed_before)
 
 
+def refuse_if_deleted(db_path: str) -> None:
+    """Refuse, before anything creates the file, a database that is gone while its secret file
+    remains (``records_missing``): opening it would create an empty database in its place.
+
+    The secret file is checked first: a store being created by another process right now
+    creates the database file (its first connection) before it writes the secret, so a secret
+    seen here with no database file after it means the database was deleted.
+    """
+    path = secret_path(db_path)
+    if os.path.exists(path) and not os.path.exists(db_path):
+        try:
+            with open(path) as f:
+                store_id = json.load(f).get("store_id")
+        except (OSError, ValueError):
+            store_id = None
+        raise _missing(db_path, path, "does not exist", store_id)
+
+
+def _missing(db_path: str, path: str, what: str, store_id: Any) -> RecordsMissing:
+    return RecordsMissing(
+        f"{db_path} {what}, but {path} says this place held the records of store "
+        f"{store_id}: the database was deleted, emptied or replaced. Nothing was written. "
+        f"Restore the database from a backup, or, to start fresh on purpose, delete {path} too.",
+        path=db_path,
+    )
+
+
 def _sqlite_secret_locked(db: Database, db_path: str, existed_before: bool) -> bytes:
     path = secret_path(db_path)
     store_id = _store_id(db)
@@ -58,13 +86,7 @@ def _sqlite_secret_locked(db: Database, db_path: str, existed_before: bool) -> b
             saved = json.load(f)
         if store_id != saved.get("store_id"):
             what = "is new or empty" if store_id is None else "belongs to another store"
-            raise RecordsMissing(
-                f"{db_path} {what}, but {path} says this place held the records of store "
-                f"{saved.get('store_id')}: the database was deleted, emptied or replaced. Nothing "
-                f"was written. Restore the database from a backup, or, to start fresh on purpose, "
-                f"delete {path} too.",
-                path=db_path,
-            )
+            raise _missing(db_path, path, what, saved.get("store_id"))
         return bytes.fromhex(saved["secret"])
     if store_id is not None and existed_before:
         raise RecallError(

@@ -39,7 +39,7 @@ from .._process import not_picklable
 from . import _actions, _items, _records
 from ._db import Database, PostgresDatabase, SqliteDatabase, Tx, is_postgres_target, sqlite_path
 from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView, UndoReport
-from ._secret import postgres_secret, sqlite_secret
+from ._secret import postgres_secret, refuse_if_deleted, sqlite_secret
 
 log = logging.getLogger("langgraph_recall")
 
@@ -190,6 +190,7 @@ class RecallStore(BaseStore):
                 raise RecallError(
                     f"cannot create {path}: the folder {parent} does not exist", code="database"
                 )
+            refuse_if_deleted(path)
             existed = os.path.exists(path) and os.path.getsize(path) > 0
             db = SqliteDatabase(
                 path,
