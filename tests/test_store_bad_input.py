@@ -181,6 +181,50 @@ def test_wrong_kinds_of_values_in_the_records_api(seeded: RecallStore) -> None:
     assert err.value.code == "unknown_action"
 
 
+@pytest.mark.parametrize("last", [-1, "3", 2.0, True])
+def test_turns_last_must_be_a_count(seeded: RecallStore, last: Any) -> None:
+    # SQLite took -1 as "no limit" and PostgreSQL refused it with advice about NUL characters.
+    with pytest.raises(RecallError) as err:
+        seeded.turns("ag", last=last)
+    assert "last must be a non-negative int" in _invalid(err.value)
+    assert [t.message.content for t in seeded.turns("ag", last=1)] == ["recorded before"]
+    assert seeded.turns("ag", last=0) == []
+
+
+@pytest.mark.parametrize("action_id", [5, None, ""])
+def test_an_action_id_must_be_a_string(seeded: RecallStore, action_id: Any) -> None:
+    with pytest.raises(RecallError) as err:
+        seeded.resolve(action_id, "done")
+    assert "an action id is a non-empty string" in _invalid(err.value)
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("lease_ttl", "60"),
+        ("lease_ttl", None),
+        ("lease_ttl", float("nan")),
+        ("lease_ttl", float("inf")),
+        ("lease_ttl", 0),
+        ("wait", -1),
+        ("wait", float("nan")),
+        ("wait", float("inf")),
+        ("wait", "5"),
+    ],
+)
+def test_lease_settings_must_be_seconds(seeded: RecallStore, option: str, value: Any) -> None:
+    # nan and inf were taken, then every run failed (a NOT NULL refusal, an OverflowError in
+    # the renewer); a string failed with a TypeError.
+    with pytest.raises(RecallError) as err:
+        seeded.checkpointer(**{option: value})
+    assert option in _invalid(err.value)
+    saver = seeded.checkpointer()
+    with pytest.raises(RecallError) as err:
+        saver.wait = float("nan")
+    _invalid(err.value)
+    saver.close()
+
+
 def test_no_driver_error_escapes_for_text_postgresql_cannot_hold(seeded: RecallStore) -> None:
     """SQLite keeps NUL in ids exactly; PostgreSQL cannot, and says so as a RecallError."""
     try:

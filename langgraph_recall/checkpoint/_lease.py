@@ -20,6 +20,7 @@ makes), under one holder id, ``hostname:pid:uuid``. It keeps at most one lease p
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -58,14 +59,31 @@ class HeldLease:
     controls: list[Any] = field(default_factory=list)
 
 
+def _seconds(value: Any) -> bool:
+    """Whether ``value`` is a number of seconds (inf allowed; NaN, bools and strings not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def check_wait(wait: Any) -> None:
+    if not _seconds(wait) or wait < 0 or wait == math.inf:
+        raise RecallError(
+            f"wait must be a finite number of seconds, 0 or more, got {wait!r}",
+            code="invalid_value",
+        )
+
+
 class LeaseKeeper:
     """Acquire, renew in the background, check before writes, release. Thread-safe."""
 
     def __init__(
         self, store: RecallStore, *, holder: str, ttl: float, wait: float, fenced: bool
     ) -> None:
-        if ttl <= 0:
-            raise RecallError(f"lease_ttl must be positive, got {ttl!r}", code="invalid_value")
+        if not _seconds(ttl) or ttl <= 0 or ttl == math.inf:
+            raise RecallError(
+                f"lease_ttl must be a positive, finite number of seconds, got {ttl!r}",
+                code="invalid_value",
+            )
+        check_wait(wait)
         self.store = store
         self.holder = holder
         self.ttl = float(ttl)

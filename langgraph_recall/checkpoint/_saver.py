@@ -44,7 +44,7 @@ from ._capabilities import variant
 from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
 from ._fence import is_fence_error
-from ._lease import LeaseKeeper, new_holder_id
+from ._lease import LeaseKeeper, check_wait, new_holder_id
 from ._plans import Planner, PlanRider, Plans, attempts_of, close_not_started, take
 from ._recording import Recorder, messages_in
 from ._runs import Entry, Run, RunLifecycle, find_loop, run_key
@@ -169,6 +169,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     @wait.setter
     def wait(self, seconds: float) -> None:
+        check_wait(seconds)
         self._shared.keeper.wait = float(seconds)
 
     @property

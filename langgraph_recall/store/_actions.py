@@ -77,6 +77,12 @@ def latest_action(tx: Tx, action_id: str) -> Action | None:
 
 def find_action(tx: Tx, action_id: str) -> Action:
     """An action by id or unique id prefix (for people typing ids from the CLI)."""
+    if not isinstance(action_id, str) or not action_id:
+        raise RecallError(
+            f"an action id is a non-empty string (as `langgraph-recall actions AGENT` lists "
+            f"them, or Action.action_id), got {action_id!r}",
+            code="invalid_value",
+        )
     found = latest_action(tx, action_id)
     if found is not None:
         return found

@@ -475,6 +475,13 @@ def turns(
     before: int | None = None,
 ) -> list[Turn]:
     """Turns oldest first; with ``last`` only the newest N, read backwards on the primary key."""
+    if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
+        # Checked here: SQLite reads a negative LIMIT as none, PostgreSQL refuses it.
+        raise RecallError(
+            f"last must be a non-negative int (the number of newest turns) or None for all, "
+            f"got {last!r}",
+            code="invalid_value",
+        )
     cond = "agent_id = ?"
     params: list[Any] = [agent_id]
     if before is not None:
@@ -485,7 +492,7 @@ def turns(
     else:
         rows = tx.all(
             f"SELECT {_TURN_COLS} FROM recall_turns WHERE {cond} ORDER BY seq DESC LIMIT ?",
-            [*params, int(last)],
+            [*params, last],
         )
         rows.reverse()
     return [_turn(tx, r, resolve_outputs=resolve_outputs) for r in rows]
