@@ -1225,6 +1225,14 @@ MUTATIONS = [
         "",
         ("tests/test_store_schema.py::test_a_deleted_database_is_refused",),
     ),
+    Mutation(
+        "edit_checked",
+        "an edit the tool would refuse is asked again, not recorded as the approval",
+        "langgraph_recall/tools/_approval.py",
+        "            problem = _edit_problem(answer, name, schema, injected) if needs_answer else None\n",
+        "            problem = None\n",
+        ("tests/test_tools_approval.py::-k::asked_again",),
+    ),
 ]
 
 

@@ -13,7 +13,8 @@ import pytest
 from fix_tools import Zygote, pay_graph, read_effects, zygotes  # noqa: F401 (fixture)
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
-from pydantic import ValidationError
+
+from langgraph_recall import RecallError
 
 
 def _start(graph: Any, agent: str) -> tuple[dict[str, Any], Any]:
@@ -152,14 +153,50 @@ def test_approval_for_another_digest_is_refused(store, saver, tmp_path) -> None:
     )
 
 
-def test_invalid_answer_can_be_given_again(store, saver, tmp_path) -> None:
+@pytest.mark.parametrize(
+    "answer", ["yes please", True, {"type": "yes"}, {"type": "edit"}, {"type": "edit", "args": "5"}]
+)
+def test_invalid_answer_can_be_given_again(store, saver, tmp_path, answer) -> None:
     effects = str(tmp_path / "e.log")
     graph = pay_graph(store, saver, effects)
     config, _ = _start(graph, "invalid")
-    with pytest.raises(ValidationError):
-        graph.invoke(Command(resume="yes please"), config)
+    # Was pydantic's ValidationError, listing every accepted form that did not match.
+    with pytest.raises(RecallError) as err:
+        graph.invoke(Command(resume=answer), config)
+    assert err.value.code == "invalid_value"
+    assert "the question is still open" in str(err.value) and '{"type": "approve"}' in str(
+        err.value
+    )
+    assert store.latest_decision(err.value.details["action_id"]).decision == "requested"
     graph.invoke(Command(resume={"type": "approve"}), config)
     assert _paid(effects) == [(10, "alice")]
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        ({"amount": 5, "to": "bob", "evil": 1}, "takes no 'evil'"),
+        ({"amount": "lots", "to": "bob"}, "amount"),
+        ({"amount": 5}, "to: Field required"),
+    ],
+)
+def test_an_edit_the_tool_would_refuse_is_asked_again_before_anything_is_recorded(
+    store, saver, tmp_path, args, says
+) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, first = _start(graph, "edit-bad")
+    # Before, such an edit was recorded and signed as the approval: the call then failed on
+    # its arguments (or ran with a key dropped), and the person could not correct it.
+    out = graph.invoke(Command(resume={"type": "edit", "args": args}), config)
+    [again] = out["__interrupt__"]
+    assert again.value["action_id"] == first.value["action_id"]
+    assert says in again.value["problem"]
+    assert store.latest_decision(first.value["action_id"]).decision == "requested"
+    assert _paid(effects) == [] and store.actions("edit-bad") == []
+    out = graph.invoke(Command(resume={"type": "edit", "args": {"amount": 5, "to": "bob"}}), config)
+    assert _paid(effects) == [(5, "bob")]
+    assert "__interrupt__" not in out
 
 
 # --- across processes -------------------------------------------------------------------------

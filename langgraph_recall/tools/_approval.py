@@ -29,12 +29,14 @@ from typing import Any, Literal, Union, cast
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
+from pydantic import ValidationError
 from typing_extensions import NotRequired, Required, TypedDict
 
+from .._errors import RecallError
 from .._render import call_text
 from ..checkpoint._faults import fault_point
 from ..store import Approval, RecallStore
-from ._canonical import args_digest, canonical_args
+from ._canonical import args_digest, canonical_args, edit_problem
 from ._drive import Io, Step, WaitTurn
 from ._order import turns_for
 from ._outcome import refused_message
@@ -87,6 +89,8 @@ class ApprovalRequest(TypedDict):
     digest: str
     description: str
     allowed: NotRequired[list[str]]
+    # Set when the question is asked again: what was wrong with the last answer.
+    problem: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -165,19 +169,34 @@ def approval_step(
     turns = turns_for(config)
     if turns is not None:
         yield WaitTurn(turns, call["id"])
+    asking: ApprovalRequest = request
+    answer: Answer | None = None
     try:
-        try:
-            raw = interrupt(request, response_schema=cast(type, ApprovalAnswer))
-        except GraphInterrupt:
-            if needs_answer:
-                raise
-            # Decided already (ran, or a decision came from another channel): no question.
-            raw = None
+        while True:
+            try:
+                raw = interrupt(asking, response_schema=cast(type, ApprovalAnswer))
+            except GraphInterrupt:
+                if needs_answer:
+                    raise
+                # Decided already (ran, or a decision came from another channel): no question.
+                break
+            except ValidationError as exc:
+                # LangGraph checked the resume against the schema: say what it may be instead
+                # of pydantic's list of every union member that did not match. Nothing is
+                # recorded, and the question stays open for a resume that fits.
+                raise _unusable(name, action_id, f"{exc.error_count()} validation errors") from None
+            answer = parse_answer(raw)
+            problem = _edit_problem(answer, name, schema, injected) if needs_answer else None
+            if problem is None:
+                break
+            # An edit the tool would refuse (or silently drop keys of): ask again, saying why,
+            # before anything is recorded, so the person can correct it. (Raising instead would
+            # not reopen the question: LangGraph keeps this resume value for this interrupt.)
+            asking = {**request, "problem": f"the edited arguments do not fit: {problem}"}
     finally:
         if turns is not None:
             turns.release(call["id"])
 
-    answer = parse_answer(raw) if raw is not None else None
     if answer is not None:
         if answer.action_id is not None and answer.action_id != action_id:
             return refused_message(
@@ -227,6 +246,24 @@ def approval_step(
         # recomputed here, so a stored argument changed behind the signature cannot run.
         return Verdict(dict(latest.args), args_digest(name, latest.args), True, latest)
     return Verdict(args, digest, False, latest)
+
+
+def _edit_problem(answer: Answer, name: str, schema: Any, injected: frozenset[str]) -> str | None:
+    if answer.kind != "edit" or (answer.tool is not None and answer.tool != name):
+        return None  # not an edit, or one naming another tool (refused below)
+    return edit_problem(schema, answer.args, injected)
+
+
+def _unusable(name: str, action_id: str, why: str) -> RecallError:
+    return RecallError(
+        f"the answer to the approval of {name} (action {action_id}) cannot be used ({why}). "
+        "Nothing was recorded and the question is still open: resume with "
+        '{"type": "approve"} (optionally with the "digest" shown), {"type": "edit", "args": '
+        '{...the tool\'s parameters...}}, {"type": "reject", "message": "..."}, or '
+        'HumanInTheLoopMiddleware\'s {"decisions": [...]}',
+        code="invalid_value",
+        action_id=action_id,
+    )
 
 
 def describe(name: str, args: dict[str, Any]) -> str:

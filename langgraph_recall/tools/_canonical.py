@@ -165,6 +165,30 @@ def canonical_args(
     return {k: v for k, v in args.items() if k not in injected}
 
 
+def edit_problem(schema: Any, args: Any, injected: frozenset[str] = frozenset()) -> str | None:
+    """What is wrong with a person's edited arguments for a tool (None: nothing), checked
+    against its model-facing schema: a key the tool does not take (``canonical_args`` would
+    drop it silently), or values it would refuse (the call would then fail, its approval
+    spent, with no chance to correct the edit)."""
+    if not isinstance(args, Mapping):
+        return f"the arguments must be a dict of the tool's parameters, got {type(args).__name__}"
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return None  # nothing to check against
+    unknown = sorted(set(args) - set(schema.model_fields) - injected)
+    if unknown:
+        takes = ", ".join(k for k in schema.model_fields if k not in injected)
+        return f"the tool takes no {', '.join(map(repr, unknown))} (it takes: {takes})"
+    try:
+        schema.model_validate(dict(args))
+    except ValidationError as exc:
+        parts = [
+            f"{'.'.join(str(x) for x in e['loc']) or 'arguments'}: {e['msg']}"
+            for e in exc.errors()[:5]
+        ]
+        return "; ".join(parts)
+    return None
+
+
 def action_key(agent_id: str, ai_message_id: str, tool_call_id: str, tool: str) -> str:
     """The id of one tool call, stable across crashes and resumes (32 hex characters)."""
     h = hashlib.sha256(b"recall-action-v1")
