@@ -5,10 +5,12 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from fix_tools import build_graph, call, reply
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
+from langgraph_recall import RecallError, RecallStore
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
 from langgraph_recall.tools._canonical import action_key, args_digest
 from langgraph_recall.tools._undo import undo_action_id
@@ -76,7 +78,8 @@ def test_each_undo_runs_once(store, saver) -> None:
     first = store.undo("once")
     second = store.undo("once")
     assert len(refunds) == 3
-    assert second.undone == first.undone
+    # It said "undone: 3" again, as if it had refunded them twice.
+    assert second.undone == [] and second.already_undone == first.undone
 
 
 def test_undo_stops_at_an_action_in_doubt(store, saver) -> None:
@@ -115,3 +118,28 @@ def test_a_failed_undo_is_reported_and_not_retried(store, saver) -> None:
     assert store.undo(agent).failed == [store.actions(agent)[0].action_id]
     assert store.undo(agent).failed == [store.actions(agent)[0].action_id]
     assert calls == ["c0"]
+
+
+def test_a_new_process_passes_its_undo_functions_to_undo(store, saver, store_target) -> None:
+    refunds: list[Any] = []
+    _charging_agent(store, saver, "later", refunds)
+    # A new process (a fresh store on the same records) that has run no node: its registry is
+    # empty, so without undo= nothing can be reversed, and it says so.
+    with RecallStore.open(store_target) as fresh:
+        report = fresh.undo("later")
+        assert refunds == [] and report.undone == [] and len(report.no_undo) == 4
+
+        def refund(amount: Decimal, customer: str) -> str:
+            refunds.append((amount, customer))
+            return "refunded"
+
+        report = fresh.undo("later", undo={"charge": refund})
+        assert refunds == [
+            (Decimal("3.50"), "c2"),
+            (Decimal("2.50"), "c1"),
+            (Decimal("1.50"), "c0"),
+        ]
+        assert len(report.undone) == 3 and len(report.no_undo) == 1  # the note has none
+        with pytest.raises(RecallError) as err:
+            fresh.undo("later", undo={"charge": "refund"})  # type: ignore[dict-item]
+        assert err.value.code == "invalid_value"

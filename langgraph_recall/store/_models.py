@@ -141,7 +141,8 @@ class AgentInfo:
 class UndoReport:
     """What ``store.undo(agent_id)`` did."""
 
-    undone: list[str] = field(default_factory=list)
+    undone: list[str] = field(default_factory=list)  # reversed by this call
     failed: list[str] = field(default_factory=list)
-    no_undo: list[str] = field(default_factory=list)
+    no_undo: list[str] = field(default_factory=list)  # done, but no undo function is known
     stopped_at: str | None = None  # an action in doubt that stopped the walk
+    already_undone: list[str] = field(default_factory=list)  # reversed by an earlier call

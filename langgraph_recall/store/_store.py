@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -728,18 +728,26 @@ class RecallStore(BaseStore):
     ) -> Action:
         return await self._run(self.resolve, action_id, outcome, note)
 
-    def undo(self, agent_id: str) -> UndoReport:
-        """Reverse the agent's done actions newest first with their registered undo functions.
+    def undo(
+        self, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
+    ) -> UndoReport:
+        """Reverse the agent's done actions newest first with their undo functions.
 
-        Each undo is itself a once-only action; the walk stops at anything in doubt and reports
-        done actions whose tool has no undo.
+        The functions are those of the ``DurableToolNode``/``RecallMiddleware`` ``undo=`` of a
+        node that ran in this process (or was given this store by ``node.register_undo``), and
+        ``undo``, by tool name: a new process that has run no node passes them here. Each undo
+        is itself a once-only action; the walk stops at anything in doubt and reports done
+        actions whose tool has no known undo (``no_undo``) and those an earlier call reversed
+        (``already_undone``).
         """
         from ..tools._undo import run_undo
 
-        return run_undo(self, agent_id)
+        return run_undo(self, agent_id, undo)
 
-    async def aundo(self, agent_id: str) -> UndoReport:
-        return await self._run(self.undo, agent_id)
+    async def aundo(
+        self, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
+    ) -> UndoReport:
+        return await self._run(self.undo, agent_id, undo)
 
     # --- approvals -------------------------------------------------------------------------
 

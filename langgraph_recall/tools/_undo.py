@@ -12,9 +12,10 @@ arguments, plus any of ``result`` (what the action returned), ``action`` (its re
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._errors import RecallError
@@ -30,10 +31,19 @@ def undo_action_id(action_id: str) -> str:
     return "u" + hashlib.sha256(("recall-undo-v1\x1f" + action_id).encode()).hexdigest()[:31]
 
 
-def run_undo(store: RecallStore, agent_id: str) -> UndoReport:
-    """Reverse the agent's done actions newest first; see the module docstring."""
+def run_undo(
+    store: RecallStore, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
+) -> UndoReport:
+    """Reverse the agent's done actions newest first; see the module docstring. ``undo``: undo
+    functions by tool name, beside those the store knows from nodes that ran in this process."""
     report = UndoReport()
-    registry = store._undo_registry
+    registry = {**store._undo_registry, **(undo or {})}
+    for name, given in (undo or {}).items():
+        if not callable(given):
+            raise RecallError(
+                f"undo={{{name!r}: ...}} must map a tool name to a function, got {given!r}",
+                code="invalid_value",
+            )
     for action in reversed(store.actions(agent_id)):
         if action.tool.startswith(UNDO_PREFIX):
             if action.status == "open":  # an undo that crashed mid-way: unknown state
@@ -50,14 +60,13 @@ def run_undo(store: RecallStore, agent_id: str) -> UndoReport:
         outcome = _undo_one(store, agent_id, action, fn)
         if outcome == "in_doubt":
             return _stopped(report, action.action_id)
-        (report.undone if outcome == "done" else report.failed).append(action.action_id)
+        lists = {"done": report.undone, "already": report.already_undone, "failed": report.failed}
+        lists[outcome].append(action.action_id)
     return report
 
 
 def _stopped(report: UndoReport, action_id: str) -> UndoReport:
-    return UndoReport(
-        undone=report.undone, failed=report.failed, no_undo=report.no_undo, stopped_at=action_id
-    )
+    return dataclasses.replace(report, stopped_at=action_id)
 
 
 def _undo_one(store: RecallStore, agent_id: str, action: Action, fn: Callable[..., Any]) -> str:
@@ -74,7 +83,7 @@ def _undo_one(store: RecallStore, agent_id: str, action: Action, fn: Callable[..
         thread_id=action.thread_id,
     )
     if claim.status == "done":
-        return "done"
+        return "already"  # an earlier undo() reversed it (the undo is once-only)
     if claim.status == "failed":
         return "failed"
     if claim.status == "in_doubt":
