@@ -352,7 +352,7 @@ def build_briefing(
         RecallError: ``invalid_value`` when the budget is too small to hold the briefing's
             header (under about 100 tokens) or the counter is unusable.
     """
-    if not isinstance(token_budget, int) or token_budget <= 0:
+    if not isinstance(token_budget, int) or isinstance(token_budget, bool) or token_budget <= 0:
         raise RecallError(
             f"token_budget must be a positive int, got {token_budget!r}", code="invalid_value"
         )

@@ -235,3 +235,45 @@ def test_no_driver_error_escapes_for_text_postgresql_cannot_hold(seeded: RecallS
     else:
         assert seeded.dialect == "sqlite"
         assert seeded.action("act\x00nul").tool == claim.action.tool == "t\x00"
+
+
+@pytest.mark.parametrize("messages", [HumanMessage("one", id="x1"), {"role": "user"}, "hi", None, 5])
+def test_record_takes_a_list_of_messages(seeded: RecallStore, messages: Any) -> None:
+    # A lone message was read as its fields ("got tuple"), None raised a raw TypeError.
+    with pytest.raises(RecallError) as err:
+        seeded.record("ag", messages)
+    assert "record() takes a list of LangChain messages" in _invalid(err.value)
+    assert len(seeded.turns("ag")) == 1
+
+
+def test_a_pointer_target_must_be_text(seeded: RecallStore) -> None:
+    with pytest.raises(RecallError) as err:
+        seeded.set_pointer("ag", "x", 5)  # type: ignore[arg-type]
+    assert "got int 5" in _invalid(err.value)
+
+
+def test_a_bool_is_not_a_token_budget(seeded: RecallStore) -> None:
+    with pytest.raises(RecallError) as err:
+        seeded.briefing("ag", token_budget=True)  # type: ignore[arg-type]
+    assert "token_budget must be a positive int" in _invalid(err.value)
+
+
+def test_checkpointer_and_node_options_are_checked_where_they_are_given(
+    seeded: RecallStore,
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langgraph_recall import DurableToolNode, RecallCheckpointer
+
+    bad: list[Any] = [
+        lambda: RecallCheckpointer(InMemorySaver(), store="/tmp/x.db"),  # type: ignore[arg-type]
+        lambda: RecallCheckpointer(None, store=seeded),  # type: ignore[arg-type]
+        lambda: DurableToolNode([], classes=["x"]),  # type: ignore[arg-type]
+        lambda: DurableToolNode([], resolver=5),  # type: ignore[arg-type]
+        lambda: DurableToolNode([], undo={"t": 5}),  # type: ignore[dict-item]
+        lambda: DurableToolNode([], undo=[("t", print)]),  # type: ignore[arg-type]
+    ]
+    for make in bad:
+        with pytest.raises(RecallError) as err:
+            make()
+        _invalid(err.value)

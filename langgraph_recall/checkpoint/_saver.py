@@ -124,6 +124,18 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
                 "this saver is already a RecallCheckpointer; pass it to compile() as is",
                 code="invalid_value",
             )
+        if not isinstance(inner, BaseCheckpointSaver):
+            raise RecallError(
+                f"RecallCheckpointer wraps a LangGraph checkpointer (a BaseCheckpointSaver such "
+                f"as InMemorySaver or SqliteSaver), got {type(inner).__name__}",
+                code="invalid_value",
+            )
+        if not _is_store(store):
+            raise RecallError(
+                f"RecallCheckpointer(store=...) takes a RecallStore (RecallStore.open(...)), got "
+                f"{type(store).__name__}",
+                code="invalid_value",
+            )
         # Born with its store: one opened before a fork refuses in the child, whenever the
         # checkpointer itself was made (``_process``).
         self._birth: Birth = getattr(getattr(store, "_db", None), "birth", None) or Birth()
@@ -714,3 +726,9 @@ def _stamped(
     if branched:
         stamped["recall_branch"] = True
     return stamped  # type: ignore[return-value]
+
+
+def _is_store(store: Any) -> bool:
+    from ..store import RecallStore
+
+    return isinstance(store, RecallStore)

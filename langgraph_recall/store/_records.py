@@ -661,8 +661,10 @@ def set_pointer(tx: Tx, agent_id: str, name: str, target: str, note: str | None)
     if not isinstance(name, str) or not name.strip():
         raise RecallError("a pointer needs a name", code="invalid_value")
     if not isinstance(target, str) or not target.strip():
+        given = "" if isinstance(target, str) else f", got {type(target).__name__} {target!r}"
         raise RecallError(
-            f"pointer {name!r} needs a target (a path, URL, branch...)", code="invalid_value"
+            f"pointer {name!r} needs a target as text (a path, URL, branch...){given}",
+            code="invalid_value",
         )
     data = {"name": name, "target": target, "note": note}
     _revise(tx, agent_id, "pointer", name, data)

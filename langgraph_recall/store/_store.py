@@ -401,7 +401,7 @@ class RecallStore(BaseStore):
         A message without an id gets a stable one derived from its content. Returns how many
         were new. Recording the same messages again records nothing.
         """
-        return self._record(agent_id, list(messages), thread_id, None)
+        return self._record(agent_id, _message_list(messages), thread_id, None)
 
     def _end_run(
         self,
@@ -973,3 +973,21 @@ def _validate_namespace(namespace: tuple[str, ...]) -> None:
         raise InvalidNamespaceError(
             f'Root label for namespace cannot be "langgraph": {namespace!r}'
         )
+
+
+def _message_list(messages: Any) -> list[BaseMessage]:
+    """``record``'s messages as a list: a lone message or a dict is refused by name (``list()``
+    of one gave a list of its fields, and an error about tuples)."""
+    if isinstance(messages, (BaseMessage, dict, str, bytes)) or messages is None:
+        raise RecallError(
+            f"record() takes a list of LangChain messages, got {type(messages).__name__}; "
+            "wrap a single message in a list",
+            code="invalid_value",
+        )
+    try:
+        return list(messages)
+    except TypeError:
+        raise RecallError(
+            f"record() takes a list of LangChain messages, got {type(messages).__name__}",
+            code="invalid_value",
+        ) from None

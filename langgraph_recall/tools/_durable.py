@@ -126,6 +126,7 @@ class DurableTools:
         fill_key_params: bool = True,
     ) -> None:
         self.fill_key_params = fill_key_params
+        _check_options(classes, resolver, undo)
         self._given_classes = dict(classes or {})
         self._given_approve = tuple([approve] if isinstance(approve, str) else approve)
         self._classes: dict[str, ToolClass] = {}
@@ -608,6 +609,34 @@ class DurableTools:
             yield Io(_record_resolution, (store, action, end))
             report.closed.append((yield Io(store.action, (action.action_id,))))
         return report
+
+
+def _check_options(classes: Any, resolver: Any, undo: Any) -> None:
+    """The node's options are of the right kinds (each read later, where a wrong one would fail
+    far from the call that gave it)."""
+    if classes is not None and not isinstance(classes, Mapping):
+        raise RecallError(
+            'classes= maps tool names to "pure", "idempotent" or "external", e.g. '
+            f'{{"send_email": "external"}}; got {type(classes).__name__}',
+            code="invalid_value",
+        )
+    if resolver is not None and not callable(resolver):
+        raise RecallError(
+            "resolver= is a function of an open Action returning ActionEnd(...) or None; got "
+            f"{type(resolver).__name__}",
+            code="invalid_value",
+        )
+    if undo is not None and not isinstance(undo, Mapping):
+        raise RecallError(
+            f"undo= maps tool names to undo functions; got {type(undo).__name__}",
+            code="invalid_value",
+        )
+    for name, fn in (undo or {}).items():
+        if not callable(fn):
+            raise RecallError(
+                f"undo={{{name!r}: ...}} must be a function, got {type(fn).__name__}",
+                code="invalid_value",
+            )
 
 
 def _warn_other_args(action: Action, args: dict[str, Any]) -> None:
