@@ -534,3 +534,12 @@ def test_a_dropped_table_is_refused_at_open(store_target: str, table: str) -> No
         RecallStore.open(store_target)
     assert err.value.details["missing"] == [table]
     assert "Restore the database from a backup" in str(err.value)
+
+
+def test_a_folder_given_as_the_database_says_so(tmp_path: Any) -> None:
+    # SQLite says only "unable to open database file".
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(str(tmp_path))
+    assert err.value.code == "database"
+    assert "That path is a folder: give a file path inside it" in str(err.value)
+    assert os.listdir(tmp_path) == []

@@ -658,7 +658,27 @@ def _sqlite_error(exc: sqlite3.DatabaseError, path: str) -> RecallError:
             "busy_timeout in RecallStore.open.",
             code="database",
         )
+    if "unable to open" in text or "readonly" in text:
+        return RecallError(
+            f"SQLite error on {path}: {text}. {_why_not_writable(path)}", code="database"
+        )
     return RecallError(f"SQLite error on {path}: {text}", code="database")
+
+
+def _why_not_writable(path: str) -> str:
+    """What to do when SQLite cannot open or write ``path`` (its own message names no cause)."""
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        return "That path is a folder: give a file path inside it, such as its recall.db."
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return (
+            f"The folder {folder} is not writable by this process, and SQLite in WAL mode needs "
+            f"to create {os.path.basename(path)}-wal and -shm beside the file: open a path in a "
+            "writable folder, or make this one writable."
+        )
+    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+        return "The file is not readable and writable by this process: check its permissions."
+    return "Check that the path is a file this process can create, read and write."
 
 
 class PostgresDatabase(Database):
