@@ -422,6 +422,10 @@ def test_postgres_without_a_secret_fails_clearly(
         RecallStore.open(pg_dsn)
     assert err.value.code == "secret_missing"
     assert "LANGGRAPH_RECALL_SECRET" in str(err.value) and "secret=" in str(err.value)
+    import psycopg
+
+    with psycopg.connect(pg_dsn) as conn:  # the refusal came first: it created no tables
+        assert conn.execute("SELECT to_regclass('recall_meta')").fetchone() == (None,)
 
 
 # --- records missing -----------------------------------------------------------------------

@@ -112,15 +112,23 @@ def _sqlite_secret_locked(db: Database, db_path: str, existed_before: bool) -> b
     return secret
 
 
-def postgres_secret(db: Database, given: str | bytes | None) -> bytes:
+def postgres_secret_given(given: str | bytes | None) -> str | bytes:
+    """The signing secret for a PostgreSQL store, checked before anything touches the database
+    (a refused open creates no tables)."""
     raw = given if given is not None else os.environ.get(ENV_SECRET)
     if not raw:
         raise RecallError(
             "a PostgreSQL RecallStore needs a signing secret shared by all workers: pass "
             f"secret=... to RecallStore.open or set {ENV_SECRET} (for example to the output of "
-            "`python -c 'import secrets; print(secrets.token_hex(32))'`).",
+            "`python -c 'import secrets; print(secrets.token_hex(32))'`; the CLI reads "
+            f"{ENV_SECRET}).",
             code="secret_missing",
         )
+    return raw
+
+
+def postgres_secret(db: Database, given: str | bytes | None) -> bytes:
+    raw = postgres_secret_given(given)
     if _store_id(db) is None:
         _set_store_id(db)
     return raw if isinstance(raw, bytes) else raw.encode()

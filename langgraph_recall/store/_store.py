@@ -39,7 +39,7 @@ from .._process import not_picklable
 from . import _actions, _items, _records
 from ._db import Database, PostgresDatabase, SqliteDatabase, Tx, is_postgres_target, sqlite_path
 from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView, UndoReport
-from ._secret import postgres_secret, refuse_if_deleted, sqlite_secret
+from ._secret import postgres_secret, postgres_secret_given, refuse_if_deleted, sqlite_secret
 
 log = logging.getLogger("langgraph_recall")
 
@@ -160,6 +160,7 @@ class RecallStore(BaseStore):
                 code="invalid_value",
             )
         if is_postgres_target(text):
+            postgres_secret_given(secret)
             db = PostgresDatabase(
                 text,
                 max_size=pool_size,
