@@ -237,7 +237,9 @@ def test_no_driver_error_escapes_for_text_postgresql_cannot_hold(seeded: RecallS
         assert seeded.action("act\x00nul").tool == claim.action.tool == "t\x00"
 
 
-@pytest.mark.parametrize("messages", [HumanMessage("one", id="x1"), {"role": "user"}, "hi", None, 5])
+@pytest.mark.parametrize(
+    "messages", [HumanMessage("one", id="x1"), {"role": "user"}, "hi", None, 5]
+)
 def test_record_takes_a_list_of_messages(seeded: RecallStore, messages: Any) -> None:
     # A lone message was read as its fields ("got tuple"), None raised a raw TypeError.
     with pytest.raises(RecallError) as err:
