@@ -28,9 +28,10 @@ from langchain_core.runnables.config import var_child_runnable_config
 __all__ = ["ScriptedChatModel", "call", "reply"]
 
 
-def call(name: str, **args: Any) -> dict[str, Any]:
-    """One scripted tool call (its id is derived from its position, so it is stable)."""
-    return {"name": name, "args": args}
+def call(tool: str, /, **args: Any) -> dict[str, Any]:
+    """One scripted tool call (its id is derived from its position, so it is stable). The tool
+    is positional only, so any argument name is free (``call("set_pointer", name="doc", ...)``)."""
+    return {"name": tool, "args": args}
 
 
 def reply(content: str = "", *calls: dict[str, Any]) -> dict[str, Any]:

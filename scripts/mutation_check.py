@@ -1233,6 +1233,22 @@ MUTATIONS = [
         "            problem = None\n",
         ("tests/test_tools_approval.py::-k::asked_again",),
     ),
+    Mutation(
+        "decisions_count",
+        "a decisions list that is not one decision is asked again, not recorded as a rejection",
+        "langgraph_recall/tools/_approval.py",
+        '            return Answer("unclear", message=f"expected one decision, got {len(decisions)}")\n',
+        '            return Answer("reject", message=f"expected one decision, got {len(decisions)}")\n',
+        ("tests/test_tools_approval.py::-k::not_one_decision",),
+    ),
+    Mutation(
+        "turn_marker_ttl",
+        "a submitted turn's marker outlives a store default_ttl",
+        "langgraph_recall/checkpoint/_turns.py",
+        '    store.put(ns, turn_id, {"thread_id": thread_id}, index=False, ttl=None)\n',
+        '    store.put(ns, turn_id, {"thread_id": thread_id}, index=False)\n',
+        ("tests/test_checkpoint_turns.py::-k::default_ttl",),
+    ),
 ]
 
 

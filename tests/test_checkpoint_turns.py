@@ -38,6 +38,22 @@ def test_same_turn_twice_runs_once(store: RecallStore, ran: str) -> None:
     cp.close()
 
 
+def test_a_store_default_ttl_does_not_expire_the_turn_marker(store_target: str, ran: str) -> None:
+    import time
+
+    # default_ttl is in minutes: 0.01 is 0.6 s. The marker used to be a plain put, which the
+    # default took, so the same turn submitted again after it ran a second time.
+    with RecallStore.open(store_target, ttl={"default_ttl": 0.01}) as store:
+        cp = store.checkpointer(lease_ttl=30)
+        graph = step_graph(log=ran).compile(checkpointer=cp, store=store)
+        cfg = config("t1", "agent-1", turn_id="turn-1")
+        first = cp.invoke(graph, turn_input("hello", 2, msg_id="turn-1"), cfg)
+        time.sleep(1.0)
+        assert cp.invoke(graph, turn_input("hello", 2, msg_id="turn-1"), cfg) == first
+        assert count_steps(ran) == {1: 1, 2: 1}
+        cp.close()
+
+
 def test_plain_invoke_of_a_finished_turn_raises_duplicate_turn(
     store: RecallStore, ran: str
 ) -> None:

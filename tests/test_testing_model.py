@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fix_tools import call, read_effects, record_effect, reply
+from fix_tools import read_effects, record_effect
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 
 from langgraph_recall import DurableToolNode, RecallStore, with_briefing
-from langgraph_recall.testing import ScriptedChatModel
+from langgraph_recall.testing import ScriptedChatModel, call, reply
 
 
 def _graph(store: RecallStore, saver: Any, effects: str, to: str) -> Any:
@@ -67,3 +67,11 @@ def test_ids_are_the_same_in_every_process_and_plain_outside_a_graph() -> None:
     assert first.tool_calls[0]["id"] == "call-0-0"
     later = ScriptedChatModel(script, name_prefix="w").invoke([HumanMessage("go"), first])
     assert isinstance(later, AIMessage) and (later.id, later.content) == ("w-1", "two")
+
+
+def test_a_scripted_call_may_have_an_argument_called_name() -> None:
+    # call(name, **args) made "name" the tool's own: set_pointer(name=...) could not be scripted.
+    assert call("set_pointer", name="doc", target="/x") == {
+        "name": "set_pointer",
+        "args": {"name": "doc", "target": "/x"},
+    }

@@ -199,6 +199,22 @@ def test_an_edit_the_tool_would_refuse_is_asked_again_before_anything_is_recorde
     assert "__interrupt__" not in out
 
 
+@pytest.mark.parametrize("decisions", [[], [{"type": "approve"}, {"type": "approve"}]])
+def test_a_decisions_list_that_is_not_one_decision_is_asked_again(
+    store, saver, tmp_path, decisions
+) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, first = _start(graph, "count")
+    # It was recorded as the person's rejection ("expected one decision, got 2").
+    out = graph.invoke(Command(resume={"decisions": decisions}), config)
+    [again] = out["__interrupt__"]
+    assert f"expected one decision, got {len(decisions)}" in again.value["problem"]
+    assert store.latest_decision(first.value["action_id"]).decision == "requested"
+    graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert _paid(effects) == [(10, "alice")]
+
+
 # --- across processes -------------------------------------------------------------------------
 
 

@@ -143,3 +143,14 @@ def test_a_new_process_passes_its_undo_functions_to_undo(store, saver, store_tar
         with pytest.raises(RecallError) as err:
             fresh.undo("later", undo={"charge": "refund"})  # type: ignore[dict-item]
         assert err.value.code == "invalid_value"
+
+
+def test_the_undo_of_the_node_that_ran_last_is_the_one_used(store, saver) -> None:
+    # A notebook cell run again builds the node with a fixed undo function; the store kept
+    # calling the first one it was ever given for that tool name.
+    old: list[Any] = []
+    _charging_agent(store, saver, "first", old, charges=1)
+    new: list[Any] = []
+    _charging_agent(store, saver, "second", new, charges=1)
+    store.undo("second")
+    assert old == [] and len(new) == 1

@@ -90,7 +90,8 @@ def claim_turn(
             )
         # Remembered, but no checkpoint of it was ever written (killed before its first write):
         # nothing of it survives, so it runs now, as a first attempt would.
-    store.put(ns, turn_id, {"thread_id": thread_id}, index=False)
+    # ttl=None: a store default_ttl must not expire it, or a late resubmission runs again.
+    store.put(ns, turn_id, {"thread_id": thread_id}, index=False, ttl=None)
     return None
 
 

@@ -95,7 +95,7 @@ class ApprovalRequest(TypedDict):
 
 @dataclass(frozen=True)
 class Answer:
-    kind: Literal["approve", "edit", "reject"]
+    kind: Literal["approve", "edit", "reject", "unclear"]
     args: dict[str, Any] | None = None
     digest: str | None = None
     action_id: str | None = None
@@ -108,8 +108,9 @@ def parse_answer(raw: Any) -> Answer:
     if isinstance(raw, dict) and "decisions" in raw:
         decisions = raw["decisions"]
         if len(decisions) != 1:
-            # The schema cannot say "exactly one"; fewer or more is a mis-addressed answer.
-            return Answer("reject", message=f"expected one decision, got {len(decisions)}")
+            # The schema cannot say "exactly one"; fewer or more is a mis-addressed answer, not
+            # a person's "no": the caller asks again (``_problem``).
+            return Answer("unclear", message=f"expected one decision, got {len(decisions)}")
         raw = decisions[0]
     kind = raw["type"]
     if kind == "approve":
@@ -186,13 +187,14 @@ def approval_step(
                 # recorded, and the question stays open for a resume that fits.
                 raise _unusable(name, action_id, f"{exc.error_count()} validation errors") from None
             answer = parse_answer(raw)
-            problem = _edit_problem(answer, name, schema, injected) if needs_answer else None
+            problem = _problem(answer, name, schema, injected) if needs_answer else None
             if problem is None:
                 break
-            # An edit the tool would refuse (or silently drop keys of): ask again, saying why,
-            # before anything is recorded, so the person can correct it. (Raising instead would
-            # not reopen the question: LangGraph keeps this resume value for this interrupt.)
-            asking = {**request, "problem": f"the edited arguments do not fit: {problem}"}
+            # An edit the tool would refuse (or silently drop keys of), or a decisions list
+            # that is not one decision: ask again, saying why, before anything is recorded, so
+            # the person can correct it. (Raising instead would not reopen the question:
+            # LangGraph keeps this resume value for this interrupt.)
+            asking = {**request, "problem": problem}
     finally:
         if turns is not None:
             turns.release(call["id"])
@@ -248,10 +250,14 @@ def approval_step(
     return Verdict(args, digest, False, latest)
 
 
-def _edit_problem(answer: Answer, name: str, schema: Any, injected: frozenset[str]) -> str | None:
+def _problem(answer: Answer, name: str, schema: Any, injected: frozenset[str]) -> str | None:
+    """Why ``answer`` cannot be taken as the person's decision (None: it can)."""
+    if answer.kind == "unclear":
+        return f"{answer.message}: answer this call's request with one decision"
     if answer.kind != "edit" or (answer.tool is not None and answer.tool != name):
         return None  # not an edit, or one naming another tool (refused below)
-    return edit_problem(schema, answer.args, injected)
+    problem = edit_problem(schema, answer.args, injected)
+    return None if problem is None else f"the edited arguments do not fit: {problem}"
 
 
 def _unusable(name: str, action_id: str, why: str) -> RecallError:

@@ -183,9 +183,11 @@ class DurableTools:
         return bool(self._gated)
 
     def register_undo(self, store: RecallStore) -> None:
-        """Make this node's undo functions known to ``store.undo`` (done on every call too)."""
-        for name, fn in self.undo.items():
-            store._undo_registry.setdefault(name, fn)
+        """Make this node's undo functions known to ``store.undo`` (done on every call too).
+
+        The node that ran last wins: a node built again with a fixed undo function (a
+        notebook cell run again) replaces the one an earlier node registered."""
+        store._undo_registry.update(self.undo)
 
     # --- the wrapper interface (ToolNode's wrap_tool_call / AgentMiddleware's) ----------
 
