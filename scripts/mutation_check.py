@@ -1249,6 +1249,14 @@ MUTATIONS = [
         '    store.put(ns, turn_id, {"thread_id": thread_id}, index=False)\n',
         ("tests/test_checkpoint_turns.py::-k::default_ttl",),
     ),
+    Mutation(
+        "closed_under_write",
+        "a write the checkpointer's close cut off ends the run with lease_lost",
+        "langgraph_recall/checkpoint/_saver.py",
+        "        return self._failed_closing(config, exc)\n",
+        "        return exc\n",
+        ("tests/test_checkpoint_lease.py::-k::closing_the",),
+    ),
 ]
 
 

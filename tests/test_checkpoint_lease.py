@@ -356,3 +356,29 @@ def test_another_process_gets_the_lease_of_a_run_that_failed_to_enter(
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'answer': 'yes'" in done.stdout
     saver.close()
+
+
+@pytest.mark.parametrize("write", ["put", "put_writes"])
+def test_closing_the_checkpointer_under_a_write_on_its_way_is_lease_lost(
+    store: RecallStore, write: str
+) -> None:
+    saver = store.checkpointer(lease_ttl=60)
+    graph = step_graph().compile(checkpointer=saver, store=store)
+    inner = saver.inner
+    original = getattr(inner, write)
+    closed: list[bool] = []
+
+    def close_first(*args: Any, **kwargs: Any) -> Any:
+        # The lease check has passed; the checkpointer is closed before the write lands, as
+        # when another thread closes it then. On PostgreSQL the write then met the closed
+        # pool and the run ended with psycopg_pool.PoolClosed.
+        if not closed:
+            closed.append(True)
+            saver.close()
+        return original(*args, **kwargs)
+
+    setattr(inner, write, close_first)
+    with pytest.raises(RecallError) as err:
+        graph.invoke(turn_input("go", 3), config("t-close", "closing"), durability="sync")
+    assert err.value.code == "lease_lost"
+    assert closed == [True]

@@ -107,6 +107,11 @@ class LeaseKeeper:
         # never run (``RunLifecycle.reap``) and returns their agents.
         self.reaper: Callable[[], set[str]] | None = None
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` ran: every lease given up, none taken again."""
+        return self._closed
+
     # --- taking and giving back -----------------------------------------------------------
 
     def acquire(self, agent_id: str, control: Any = None, wait: float | None = None) -> HeldLease:

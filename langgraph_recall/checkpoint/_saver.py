@@ -361,12 +361,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
                     # The run took the lease and the keeper gave it up since (the checkpointer
                     # was closed under it): an unstamped write would pass the fence, and
                     # another process may be the holder by now.
-                    raise LeaseLost(
-                        f"agent {agent_id!r}: the checkpointer was closed while its run was "
-                        "going; nothing more is written. Run it again on an open one.",
-                        agent_id=agent_id,
-                        holder=keeper.holder,
-                    )
+                    raise self._closed_under(agent_id)
                 return metadata, None, False  # a run that took no lease (nested foreign graph)
             epoch = keeper.check_write(agent_id)
             run = self._shared.runs.run_of(agent_id)
@@ -379,6 +374,22 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             epoch = keeper.acquire(agent_id).epoch
             return _stamped(metadata, agent_id, epoch), agent_id, True
         return metadata, None, False  # a direct call (conformance suites, tools)
+
+    def _closed_under(self, agent_id: str) -> LeaseLost:
+        return LeaseLost(
+            f"agent {agent_id!r}: the checkpointer was closed while its run was going; nothing "
+            "more is written. Run it again on an open one.",
+            agent_id=agent_id,
+            holder=self._shared.keeper.holder,
+        )
+
+    def _failed_closing(self, config: RunnableConfig, exc: BaseException) -> BaseException:
+        """A write that failed because the checkpointer was closed while it was on its way (its
+        lease check passed, then ``close`` gave the lease up and closed the connections it
+        writes on): the run's ``LeaseLost``, as when the check comes after the close."""
+        if self._shared.keeper.closed and CONFIG_KEY_RUNTIME in _conf(config):
+            return self._closed_under(_agent(config, _conf(config)))
+        return exc
 
     def _put_failed(
         self,
@@ -399,7 +410,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             return lost
         if own_lease and agent_id is not None:
             self._shared.keeper.release(agent_id)
-        return exc
+        return self._failed_closing(config, exc)
 
     def _after_put(
         self,
@@ -572,7 +583,13 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         """The inner ``put_writes`` (``task_path`` passed on); refused once the lease is lost."""
         self._here()
         self._before_writes(config)
-        self._write_carrying(config, writes, task_id, task_path)
+        try:
+            self._write_carrying(config, writes, task_id, task_path)
+        except Exception as exc:
+            err = self._failed_closing(config, exc)
+            if err is exc:
+                raise
+            raise err from exc
         fault_point("after_writes")
 
     async def aput_writes(
@@ -584,13 +601,19 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     ) -> None:
         self._here()
         self._before_writes(config)
-        if self.carries and self.store._db.due.pending:
-            # All of it on the worker thread, the taking of the ends included: a cancelled
-            # call that never started leaves them due (the next transaction writes them),
-            # never taken by a write that will not report back.
-            await asyncio.to_thread(self._write_carrying, config, writes, task_id, task_path)
-        else:
-            await self._acall("put_writes", config, writes, task_id, task_path)
+        try:
+            if self.carries and self.store._db.due.pending:
+                # All of it on the worker thread, the taking of the ends included: a cancelled
+                # call that never started leaves them due (the next transaction writes them),
+                # never taken by a write that will not report back.
+                await asyncio.to_thread(self._write_carrying, config, writes, task_id, task_path)
+            else:
+                await self._acall("put_writes", config, writes, task_id, task_path)
+        except Exception as exc:
+            err = self._failed_closing(config, exc)
+            if err is exc:
+                raise
+            raise err from exc
         fault_point("after_writes")
 
     def _write_carrying(
