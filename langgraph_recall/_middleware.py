@@ -158,6 +158,10 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             system_message=_with_briefing(request.system_message, briefing.text)
         )
 
+    def _check_offered(self, request: ModelRequest) -> None:
+        if self._durable is not None:
+            self._durable.check_offered(request.tools or ())
+
     def _after(self, request: ModelRequest, response: Any) -> None:
         """Record the model's reply at once (its id is what the state will hold)."""
         store, agent, thread, config = self._where(request.runtime)
@@ -172,6 +176,7 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> Any:
         """Hand the model a fresh briefing; record the turns (sync)."""
+        self._check_offered(request)
         response = handler(self._prepare(request))
         self._after(request, response)
         return response
@@ -180,6 +185,7 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Any:
         """Hand the model a fresh briefing; record the turns (async: store I/O off the loop)."""
+        self._check_offered(request)
         prepared = await asyncio.to_thread(self._prepare, request)
         response = await handler(prepared)
         await asyncio.to_thread(self._after, request, response)
@@ -213,8 +219,9 @@ def _durable_tools(
 ) -> DurableTools:
     """The durable-tools engine shared with DurableToolNode.
 
-    It is built without the tools: ``create_agent`` only hands them over call by call, so a
-    tool without a class is refused when it is called (the recall tools carry ``pure``).
+    It is built without the tools: ``create_agent`` hands them over only in its requests, so a
+    tool without a class is refused at the first model call that offers it, before the model
+    runs (the recall tools carry ``pure``).
     """
     return DurableTools(
         (),

@@ -1257,6 +1257,14 @@ MUTATIONS = [
         "        return exc\n",
         ("tests/test_checkpoint_lease.py::-k::closing_the",),
     ),
+    Mutation(
+        "middleware_offered_classes",
+        "create_agent's tools without a class are refused before the model is called",
+        "langgraph_recall/_middleware.py",
+        "            self._durable.check_offered(request.tools or ())\n",
+        "            pass\n",
+        ("tests/test_middleware.py::-k::before_the_model",),
+    ),
 ]
 
 

@@ -15,6 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langgraph_recall._briefing import RECALL_TOOL_NAMES
+from langgraph_recall._errors import UnclassifiedTool
 from langgraph_recall._middleware import RecallMiddleware
 from langgraph_recall.store import RecallStore
 from langgraph_recall.testing import ScriptedChatModel, call, reply
@@ -167,3 +168,35 @@ def test_a_run_that_ends_on_a_tool_result_records_it_too(
     out = _invoke(agent, {"messages": [HumanMessage("rates?")]}, config("t", "a"), use_async)
     assert out["messages"][-1].content == "answer to rates"  # the run ended on the tool result
     assert [t.msg_id for t in store.turns("a")] == [m.id for m in out["messages"]]
+
+
+@pytest.mark.parametrize("use_async", MODES)
+async def test_a_tool_without_a_class_is_refused_before_the_model_is_called(
+    store: RecallStore, use_async: bool
+) -> None:
+    @tool
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    @tool
+    def look(q: str) -> str:
+        """Look something up."""
+        return "found"
+
+    model = ScriptedChatModel([reply("", call("pay", amount=10)), reply("done")])
+    agent = create_agent(
+        model,
+        [pay, look],
+        middleware=[RecallMiddleware(classes={"look": "pure"})],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
+    cfg = config("t-unclassified", "u")
+    inputs = {"messages": [HumanMessage("pay 10")]}
+    # The refusal used to come at the tool call: the model had asked for pay already, and the
+    # run stopped with that call unanswered in the state.
+    with pytest.raises(UnclassifiedTool) as err:
+        await agent.ainvoke(inputs, cfg) if use_async else agent.invoke(inputs, cfg)
+    assert err.value.code == "unclassified_tool" and err.value.details["tools"] == ["pay"]
+    assert model.seen == []

@@ -170,6 +170,26 @@ class DurableTools:
             )
         self._tools = named
 
+    def check_offered(self, tools: Iterable[Any]) -> None:
+        """Refuse, before the model is asked, tools offered to it that have no class
+        (``create_agent`` hands the middleware its tools only in its requests): otherwise the
+        refusal came at the tool call, after the model had asked for it."""
+        missing = []
+        for tool in tools:
+            if not isinstance(tool, BaseTool):
+                continue  # a provider's built-in tool (a dict): it runs at the provider
+            try:
+                self._class_of(tool.name, tool)
+            except UnclassifiedTool:
+                missing.append(tool.name)
+        if missing:
+            listed = ", ".join(repr(n) for n in missing)
+            raise UnclassifiedTool(
+                f"tools {listed} have no class, so the model was not called; give each one "
+                f'(classes={{"{missing[0]}": "external"}}, or "pure"/"idempotent")',
+                tools=missing,
+            )
+
     def tool_class(self, name: str) -> ToolClass | None:
         """The class of a tool by name (None when unknown)."""
         return self._classes.get(name)
