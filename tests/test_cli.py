@@ -160,6 +160,23 @@ def test_demo_records_agree_with_its_table(demo: Demo) -> None:
     assert "send_email(to='ops@example.com'" in listed.stdout
 
 
+def test_the_demos_closing_hint_names_a_database_given_with_db(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langgraph_recall.cli._demo import look_around
+
+    monkeypatch.delenv("LANGGRAPH_RECALL_DB", raising=False)
+    assert look_around("./recall.db", 3).startswith("langgraph-recall agents; ")
+    # It left --db out, so the commands, pasted, looked in ./recall.db: "no database".
+    hint = look_around("/tmp/my demo.db", 3)
+    assert hint == (
+        "langgraph-recall --db '/tmp/my demo.db' agents; "
+        "langgraph-recall --db '/tmp/my demo.db' actions demo-email-inside-3-recall --open"
+    )
+    monkeypatch.setenv("LANGGRAPH_RECALL_DB", "/tmp/my demo.db")
+    assert "--db" not in look_around("/tmp/my demo.db", 3)
+
+
 @pytest.mark.parametrize("first", ["put", "put_writes"])
 def test_demo_crash_dies_at_whichever_save_carries_the_tool_result(
     tmp_path: Any, first: str
@@ -335,11 +352,20 @@ def test_undo_reports_done_actions_it_has_no_undo_for(
     store.record("mailer", run_messages("mailer", "bob@example.com"))
     email = _claim(store, "mailer", "m-email-1", "send_email", to="bob@example.com")
     store.end("m-email-1", email.action.attempt, "done", result="sent")
-    code, out, _ = cli(capsys, "--db", store_target, "undo", "mailer")
-    assert code == 0
-    assert out.strip() == "undone: 0, failed: 0, without undo: 1"
+    code, out, err = cli(capsys, "--db", store_target, "undo", "mailer")
+    # It exited 0 with no word of --with: nothing could be undone, and nothing said how.
+    assert code == 1
+    assert out.strip() == "undone: 0, already undone: 0, failed: 0, without undo: 1"
+    assert "pass yours with --with MODULE:ATTR" in err
     code, payload = cli_json(capsys, "--db", store_target, "undo", "mailer")
-    assert payload == {"undone": [], "failed": [], "no_undo": ["m-email-1"], "stopped_at": None}
+    assert code == 1
+    assert payload == {
+        "undone": [],
+        "failed": [],
+        "no_undo": ["m-email-1"],
+        "stopped_at": None,
+        "already_undone": [],
+    }
 
 
 def test_undo_with_the_agents_undo_functions_reverses_once(
@@ -365,9 +391,10 @@ def test_undo_with_the_agents_undo_functions_reverses_once(
     email = _claim(store, "mailer", "m-email-1", "send_email", to="bob@example.com")
     store.end("m-email-1", email.action.attempt, "done", result="sent")
     code, out, _ = cli(capsys, "--db", store_target, "undo", "mailer", "--with", f"{module}:UNDO")
-    assert (code, out.strip()) == (0, "undone: 1, failed: 0, without undo: 0")
+    assert (code, out.strip()) == (0, "undone: 1, already undone: 0, failed: 0, without undo: 0")
     code, out, _ = cli(capsys, "--db", store_target, "undo", "mailer", "--with", f"{module}:UNDO")
-    assert code == 0
+    # It said "undone: 1" again, though it ran nothing.
+    assert (code, out.strip()) == (0, "undone: 0, already undone: 1, failed: 0, without undo: 0")
     assert (tmp_path / "recalled.jsonl").read_text().splitlines() == ['{"to": "bob@example.com"}']
 
 
@@ -740,13 +767,16 @@ def test_bad_flags_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: An
     db = str(tmp_path / "recall.db")
     RecallStore.open(db).close()
     result = run_cli("--db", db, "--bogus", "agents")
-    assert_process_error(result, "No such option '--bogus'")
+    # click words it "No such option '--bogus'." from 8.4, "No such option: --bogus" before.
+    assert_process_error(result, "No such option", "--bogus")
     assert result.returncode == 2
     cases = [
-        (["agents", "--bogus"], "No such option '--bogus'"),
+        (["agents", "--bogus"], "--bogus"),
         (["nosuchcommand"], "No such command 'nosuchcommand'"),
         (["actions"], "Missing argument 'AGENT'"),
         (["resolve", "abc"], "--done or --not-done"),
+        # Both were taken, the last one winning, and a resolution is permanent.
+        (["resolve", "abc", "--done", "--not-done"], "not both; nothing was recorded"),
     ]
     for args, needle in cases:
         code, out, err = cli(capsys, "--db", db, *args)

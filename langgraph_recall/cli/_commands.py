@@ -198,17 +198,20 @@ def actions(ctx: Ctx, agent: str, open_only: bool) -> None:
 
 @cli.command()
 @click.argument("action")
-@click.option("--done", "outcome", flag_value="done", help="It happened (its effect is real).")
-@click.option(
-    "--not-done", "outcome", flag_value="not_done", help="It did not happen; may run again."
-)
+@click.option("--done", is_flag=True, help="It happened (its effect is real).")
+@click.option("--not-done", is_flag=True, help="It did not happen; may run again.")
 @click.option("--note", default=None, help="Why you decided so (kept with the record).")
 @pass_ctx
 @_anywhere
-def resolve(ctx: Ctx, action: str, outcome: str | None, note: str | None) -> None:
+def resolve(ctx: Ctx, action: str, done: bool, not_done: bool, note: str | None) -> None:
     """Settle an open (in doubt) ACTION after checking the real world."""
-    if outcome is None:
+    # Two flags, not one option with two flag values: given both, click kept the last, and a
+    # resolution is permanent.
+    if done and not_done:
+        _fail("give one of --done or --not-done, not both; nothing was recorded", code=2)
+    if not (done or not_done):
         _fail("say what happened: --done or --not-done", code=2)
+    outcome = "done" if done else "not_done"
     with open_store(ctx) as store:
         try:
             a = store.resolve(action, str(outcome), note)
@@ -241,21 +244,30 @@ def undo(ctx: Ctx, agent: str, undo_from: str | None) -> None:
     functions = _load_undo(undo_from) if undo_from else {}
     with open_store(ctx) as store:
         _require_agent(store, agent)
-        store._undo_registry.update(functions)
         try:
-            report = store.undo(agent)
+            report = store.undo(agent, undo=functions)
         except RecallError as exc:
             _fail(str(exc))
             return
+    # Done actions left as they were because this process knows no undo for them: with no
+    # --with, none is known at all (the functions live in the user's code).
+    unknown = bool(report.no_undo) and not functions
     if ctx.as_json:
         emit_json(asdict(report))
     else:
         click.echo(
-            f"undone: {len(report.undone)}, failed: {len(report.failed)}, without undo: {len(report.no_undo)}"
+            f"undone: {len(report.undone)}, already undone: {len(report.already_undone)}, "
+            f"failed: {len(report.failed)}, without undo: {len(report.no_undo)}"
         )
         if report.stopped_at:
             click.echo(f"stopped at {report.stopped_at}: it is in doubt; resolve it first")
-    if report.failed or report.stopped_at:
+        if unknown:
+            click.echo(
+                "no undo functions are known here: pass yours with --with MODULE:ATTR (the "
+                "{tool_name: fn} dict you give DurableToolNode(undo=...))",
+                err=True,
+            )
+    if report.failed or report.stopped_at or (unknown and not report.undone):
         raise SystemExit(1)
 
 

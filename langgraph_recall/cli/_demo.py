@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -17,6 +18,7 @@ from typing import Any
 import click
 
 from .._errors import RecallError
+from ..store._store import default_target
 from . import _demo_graphs as kit
 
 LEASE_TTL = 1.5  # short, so a resume after a crash waits a moment, not a minute
@@ -362,6 +364,16 @@ def _fork_count(saver: Any, thread: str) -> int:
 # --- the whole demo --------------------------------------------------------------------------
 
 
+def look_around(db: str, run_no: int) -> str:
+    """The demo's closing hint: commands that work pasted as they are, so they name the
+    database unless it is the one they open anyway (./recall.db, or LANGGRAPH_RECALL_DB)."""
+    where = "" if db == default_target() else f" --db {shlex.quote(db)}"
+    return (
+        f"langgraph-recall{where} agents; "
+        f"langgraph-recall{where} actions demo-email-inside-{run_no}-recall --open"
+    )
+
+
 def run_demo(db: str) -> list[Row]:
     """Run every scenario, print the side-by-side table and the briefing; return the rows."""
     started = time.perf_counter()
@@ -405,8 +417,7 @@ def run_demo(db: str) -> list[Row]:
             with open(brief) as f:
                 click.echo(_indent(f.read()))
         click.echo(
-            f"\nDone in {time.perf_counter() - started:.1f}s. Look around: langgraph-recall agents; "
-            f"langgraph-recall actions demo-email-inside-{run_no}-recall --open"
+            f"\nDone in {time.perf_counter() - started:.1f}s. Look around: {look_around(db, run_no)}"
         )
         return rows
     finally:
