@@ -160,6 +160,37 @@ def test_demo_records_agree_with_its_table(demo: Demo) -> None:
     assert "send_email(to='ops@example.com'" in listed.stdout
 
 
+def test_an_empty_or_foreign_db_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    # An empty --db fell back to ./recall.db; mysql:// was taken for a file path.
+    for args, needle in [
+        (["--db", "", "agents"], "--db is empty"),
+        (["agents", "--db", ""], "--db is empty"),
+        (["--db", "mysql://u@h/db", "agents"], "mysql:// databases are not supported"),
+    ]:
+        code, out, err = cli(capsys, *args)
+        assert_one_line_error(code, out, err, needle)
+        assert code == 2, args
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_deleted_database_whose_secret_remains_is_records_missing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    db = str(tmp_path / "gone.db")
+    with RecallStore.open(db) as s:
+        s.record("a", [HumanMessage("kept", id="m1")])
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.remove(db + suffix)
+    # It said "no database at gone.db (run `langgraph-recall demo` ...)".
+    code, out, err = cli(capsys, "--db", db, "agents")
+    assert_one_line_error(code, out, err, "was deleted, emptied or replaced", "backup")
+    assert code == 1 and not os.path.exists(db)
+
+
 def test_the_demos_closing_hint_names_a_database_given_with_db(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -279,3 +279,10 @@ def test_checkpointer_and_node_options_are_checked_where_they_are_given(
         with pytest.raises(RecallError) as err:
             make()
         _invalid(err.value)
+
+
+def test_a_url_for_another_engine_is_refused_by_name(tmp_path: Any) -> None:
+    # "mysql://u@h/db" was taken for a path: "the folder .../mysql:/u@h does not exist".
+    with pytest.raises(RecallError) as err:
+        RecallStore.open("mysql://u@h/db")
+    assert "mysql:// databases are not supported" in _invalid(err.value)

@@ -14,7 +14,8 @@ import click
 
 from .._errors import RecallError
 from ..store import RecallStore
-from ..store._db import is_postgres_target, sqlite_path
+from ..store._db import check_scheme, is_postgres_target, sqlite_path
+from ..store._secret import secret_path
 from ..store._store import default_target
 from ._format import ago, emit_json, jsonable, table
 
@@ -35,9 +36,15 @@ def _fail(message: str, code: int = 1) -> None:
 @contextmanager
 def open_store(ctx: Ctx, *, create: bool = False) -> Iterator[RecallStore]:
     """Open the store for a command; a missing SQLite file is an error unless ``create``."""
+    try:
+        check_scheme(ctx.db)
+    except RecallError as exc:
+        _fail(str(exc), code=2)
     if not create and not is_postgres_target(ctx.db):
         path = sqlite_path(ctx.db)
-        if not os.path.exists(path):
+        # A file gone but its secret still there is a deletion: RecallStore.open says so
+        # (records_missing), where "no database" would send the user to the demo.
+        if not os.path.exists(path) and not os.path.exists(secret_path(path)):
             _fail(f"no database at {path} (run `langgraph-recall demo`, or pass --db PATH_OR_DSN)")
     try:
         store = RecallStore.open(ctx.db)
@@ -67,7 +74,15 @@ def _require_agent(store: RecallStore, agent_id: str) -> None:
 @click.pass_context
 def cli(click_ctx: click.Context, db: str | None, as_json: bool) -> None:
     """Look at, settle and check the records of LangGraph agents."""
-    click_ctx.obj = Ctx(db or default_target(), as_json)
+    click_ctx.obj = Ctx(_given_db(db) or default_target(), as_json)
+
+
+def _given_db(db: str | None) -> str | None:
+    # An empty --db (an unset variable in a script: --db "$DB") would fall back to the default
+    # database, which is then read or, by demo, written: refuse it.
+    if db is not None and not db.strip():
+        raise click.UsageError("--db is empty: give a SQLite file path or a postgresql:// DSN")
+    return db
 
 
 pass_ctx = click.make_pass_decorator(Ctx)
@@ -80,7 +95,7 @@ def _anywhere(fn: F) -> F:
     def run(*args: Any, sub_db: str | None, sub_json: bool, **kwargs: Any) -> Any:
         ctx = click.get_current_context().find_object(Ctx)
         if ctx is not None:
-            ctx.db = sub_db or ctx.db
+            ctx.db = _given_db(sub_db) or ctx.db
             ctx.as_json = ctx.as_json or sub_json
         return fn(*args, **kwargs)
 

@@ -873,6 +873,17 @@ def is_postgres_target(target: str) -> bool:
     )
 
 
+def check_scheme(target: str) -> None:
+    """Refuse a URL for an engine this store does not run on (it was taken for a file path)."""
+    m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", target)
+    if m and not is_postgres_target(target) and not target.startswith("sqlite:///"):
+        raise RecallError(
+            f"{m.group(1)}:// databases are not supported: give a SQLite file path (or "
+            "sqlite:///path) or a postgresql:// DSN",
+            code="invalid_value",
+        )
+
+
 def sqlite_path(target: str | os.PathLike[str]) -> str:
     text = os.fspath(target)
     return text[len("sqlite:///") :] if text.startswith("sqlite:///") else text

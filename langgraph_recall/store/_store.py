@@ -37,7 +37,15 @@ from langgraph.store.base import (
 from .._errors import RecallError
 from .._process import not_picklable
 from . import _actions, _items, _records
-from ._db import Database, PostgresDatabase, SqliteDatabase, Tx, is_postgres_target, sqlite_path
+from ._db import (
+    Database,
+    PostgresDatabase,
+    SqliteDatabase,
+    Tx,
+    check_scheme,
+    is_postgres_target,
+    sqlite_path,
+)
 from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView, UndoReport
 from ._secret import postgres_secret, postgres_secret_given, refuse_if_deleted, sqlite_secret
 
@@ -159,6 +167,7 @@ class RecallStore(BaseStore):
                 f"durability must be 'process' or 'power', got {durability!r}",
                 code="invalid_value",
             )
+        check_scheme(text)
         if is_postgres_target(text):
             postgres_secret_given(secret)
             db = PostgresDatabase(
