@@ -429,6 +429,32 @@ def test_undo_with_the_agents_undo_functions_reverses_once(
     assert (tmp_path / "recalled.jsonl").read_text().splitlines() == ['{"to": "bob@example.com"}']
 
 
+def test_undo_names_the_tools_its_undo_functions_leave_out(
+    capsys: pytest.CaptureFixture[str],
+    store: RecallStore,
+    store_target: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # --with gave an undo for send_email only: the done charge stayed as it was, and the
+    # output said "without undo: 1" with no word of which tool lacked one or where to add it.
+    module = f"ops_undo_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text("UNDO = {'send_email': lambda to: None}\n")
+    monkeypatch.chdir(tmp_path)
+    store.record("mailer", run_messages("mailer", "bob@example.com"))
+    for action_id, tool, args in [
+        ("m-email-1", "send_email", {"to": "bob@example.com"}),
+        ("m-charge-1", "charge", {"order": "7"}),
+    ]:
+        claim = _claim(store, "mailer", action_id, tool, **args)
+        store.end(action_id, claim.action.attempt, "done", result="ok")
+    code, out, err = cli(capsys, "--db", store_target, "undo", "mailer", "--with", f"{module}:UNDO")
+    assert (code, out.strip()) == (0, "undone: 1, already undone: 0, failed: 0, without undo: 1")
+    (line,) = err.strip().splitlines()
+    assert "no undo function for charge" in line
+    assert f"--with {module}:UNDO" in line
+
+
 def test_undo_with_a_bad_spec_is_one_clear_line(
     capsys: pytest.CaptureFixture[str], store_target: str, store: RecallStore
 ) -> None:

@@ -264,6 +264,7 @@ def undo(ctx: Ctx, agent: str, undo_from: str | None) -> None:
         except RecallError as exc:
             _fail(str(exc))
             return
+        left_out = sorted({store.action(a).tool for a in report.no_undo})
     # Done actions left as they were because this process knows no undo for them: with no
     # --with, none is known at all (the functions live in the user's code).
     unknown = bool(report.no_undo) and not functions
@@ -280,6 +281,12 @@ def undo(ctx: Ctx, agent: str, undo_from: str | None) -> None:
             click.echo(
                 "no undo functions are known here: pass yours with --with MODULE:ATTR (the "
                 "{tool_name: fn} dict you give DurableToolNode(undo=...))",
+                err=True,
+            )
+        elif left_out:
+            click.echo(
+                f"no undo function for {', '.join(left_out)} in --with {undo_from}: add it to "
+                "that {tool_name: fn} dict and run undo again",
                 err=True,
             )
     if report.failed or report.stopped_at or (unknown and not report.undone):
