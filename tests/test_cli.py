@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -399,17 +399,29 @@ def test_undo_reports_done_actions_it_has_no_undo_for(
     }
 
 
+@pytest.fixture
+def undo_spec(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], str]:
+    """Writes a module of undo functions in the working directory; returns its --with spec."""
+    monkeypatch.chdir(tmp_path)
+
+    def write(source: str) -> str:
+        module = f"ops_undo_{uuid.uuid4().hex[:8]}"  # fresh: imports are cached per process
+        (tmp_path / f"{module}.py").write_text(source)
+        return f"{module}:UNDO"
+
+    return write
+
+
 def test_undo_with_the_agents_undo_functions_reverses_once(
     capsys: pytest.CaptureFixture[str],
     store: RecallStore,
     store_target: str,
     tmp_path: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    undo_spec: Callable[[str], str],
 ) -> None:
     # --with MODULE:ATTR loads the same {tool: fn} dict the agent passes to undo=; each undo
     # is a once-only action, so a second run reverses nothing again.
-    module = f"ops_undo_{uuid.uuid4().hex[:8]}"  # a fresh module: imports are cached per process
-    (tmp_path / f"{module}.py").write_text(
+    spec = undo_spec(
         "import json, pathlib\n"
         "LOG = pathlib.Path(__file__).with_name('recalled.jsonl')\n"
         "def recall_email(to):\n"
@@ -417,13 +429,12 @@ def test_undo_with_the_agents_undo_functions_reverses_once(
         "        f.write(json.dumps({'to': to}) + '\\n')\n"
         "UNDO = {'send_email': recall_email}\n"
     )
-    monkeypatch.chdir(tmp_path)
     store.record("mailer", run_messages("mailer", "bob@example.com"))
     email = _claim(store, "mailer", "m-email-1", "send_email", to="bob@example.com")
     store.end("m-email-1", email.action.attempt, "done", result="sent")
-    code, out, _ = cli(capsys, "--db", store_target, "undo", "mailer", "--with", f"{module}:UNDO")
+    code, out, _ = cli(capsys, "--db", store_target, "undo", "mailer", "--with", spec)
     assert (code, out.strip()) == (0, "undone: 1, already undone: 0, failed: 0, without undo: 0")
-    code, out, _ = cli(capsys, "--db", store_target, "undo", "mailer", "--with", f"{module}:UNDO")
+    code, out, _ = cli(capsys, "--db", store_target, "undo", "mailer", "--with", spec)
     # It said "undone: 1" again, though it ran nothing.
     assert (code, out.strip()) == (0, "undone: 0, already undone: 1, failed: 0, without undo: 0")
     assert (tmp_path / "recalled.jsonl").read_text().splitlines() == ['{"to": "bob@example.com"}']
@@ -433,14 +444,11 @@ def test_undo_names_the_tools_its_undo_functions_leave_out(
     capsys: pytest.CaptureFixture[str],
     store: RecallStore,
     store_target: str,
-    tmp_path: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    undo_spec: Callable[[str], str],
 ) -> None:
     # --with gave an undo for send_email only: the done charge stayed as it was, and the
     # output said "without undo: 1" with no word of which tool lacked one or where to add it.
-    module = f"ops_undo_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{module}.py").write_text("UNDO = {'send_email': lambda to: None}\n")
-    monkeypatch.chdir(tmp_path)
+    spec = undo_spec("UNDO = {'send_email': lambda to: None}\n")
     store.record("mailer", run_messages("mailer", "bob@example.com"))
     for action_id, tool, args in [
         ("m-email-1", "send_email", {"to": "bob@example.com"}),
@@ -448,11 +456,11 @@ def test_undo_names_the_tools_its_undo_functions_leave_out(
     ]:
         claim = _claim(store, "mailer", action_id, tool, **args)
         store.end(action_id, claim.action.attempt, "done", result="ok")
-    code, out, err = cli(capsys, "--db", store_target, "undo", "mailer", "--with", f"{module}:UNDO")
+    code, out, err = cli(capsys, "--db", store_target, "undo", "mailer", "--with", spec)
     assert (code, out.strip()) == (0, "undone: 1, already undone: 0, failed: 0, without undo: 1")
     (line,) = err.strip().splitlines()
     assert "no undo function for charge" in line
-    assert f"--with {module}:UNDO" in line
+    assert f"--with {spec}" in line
 
 
 def test_undo_with_a_bad_spec_is_one_clear_line(

@@ -264,7 +264,8 @@ def undo(ctx: Ctx, agent: str, undo_from: str | None) -> None:
         except RecallError as exc:
             _fail(str(exc))
             return
-        left_out = sorted({store.action(a).tool for a in report.no_undo})
+        # The tools --with gave no undo for (its spec names the dict to add them to).
+        left_out = sorted({store.action(a).tool for a in report.no_undo}) if functions else []
     # Done actions left as they were because this process knows no undo for them: with no
     # --with, none is known at all (the functions live in the user's code).
     unknown = bool(report.no_undo) and not functions
