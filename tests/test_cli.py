@@ -168,6 +168,9 @@ def test_an_empty_or_foreign_db_is_a_usage_error(
     for args, needle in [
         (["--db", "", "agents"], "--db is empty"),
         (["agents", "--db", ""], "--db is empty"),
+        # An empty --db-b diffed both agents in the first database.
+        (["diff", "a", "b", "--db-b", ""], "--db-b is empty"),
+        (["diff", "a", "b", "--db-b", "  "], "--db-b is empty"),
         (["--db", "mysql://u@h/db", "agents"], "mysql:// databases are not supported"),
     ]:
         code, out, err = cli(capsys, *args)

@@ -77,11 +77,11 @@ def cli(click_ctx: click.Context, db: str | None, as_json: bool) -> None:
     click_ctx.obj = Ctx(_given_db(db) or default_target(), as_json)
 
 
-def _given_db(db: str | None) -> str | None:
+def _given_db(db: str | None, option: str = "--db") -> str | None:
     # An empty --db (an unset variable in a script: --db "$DB") would fall back to the default
     # database, which is then read or, by demo, written: refuse it.
     if db is not None and not db.strip():
-        raise click.UsageError("--db is empty: give a SQLite file path or a postgresql:// DSN")
+        raise click.UsageError(f"{option} is empty: give a SQLite file path or a postgresql:// DSN")
     return db
 
 
@@ -323,6 +323,8 @@ def diff(ctx: Ctx, agent_a: str, agent_b: str, db_b: str | None) -> None:
     """The first step where the runs of AGENT_A and AGENT_B differ."""
     from .._diff import diff as diff_runs
 
+    # An empty --db-b would otherwise diff both agents in the first database, silently.
+    db_b = _given_db(db_b, "--db-b")
     with open_store(ctx) as store:
         _require_agent(store, agent_a)
         if db_b:
