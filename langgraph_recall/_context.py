@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._errors import RecallError
+from .store._records import check_agent_id
 
 if TYPE_CHECKING:
     from .store import RecallStore
@@ -52,7 +53,9 @@ def agent_id_of(config: Any) -> str:
             '"agent_id": "my-agent"}}',
             code="invalid_value",
         )
-    return str(agent)
+    agent = str(agent)
+    check_agent_id(agent)  # whitespace alone or a NUL: refused here as by every write
+    return agent
 
 
 def store_of(config: Any = None, runtime: Any = None, store: Any = None) -> RecallStore:

@@ -286,3 +286,42 @@ def test_a_url_for_another_engine_is_refused_by_name(tmp_path: Any) -> None:
     with pytest.raises(RecallError) as err:
         RecallStore.open("mysql://u@h/db")
     assert "mysql:// databases are not supported" in _invalid(err.value)
+
+
+@pytest.mark.parametrize("agent_id", ["   ", "\t\n", ""])
+def test_an_agent_id_of_only_whitespace_names_nobody(seeded: RecallStore, agent_id: str) -> None:
+    # "   " was accepted: records filed under blanks, found again only by pasting them exactly.
+    writes: list[Any] = [
+        lambda: seeded.record(agent_id, [HumanMessage("x", id="ws")]),
+        lambda: seeded.update_working_state(agent_id, goal="g"),
+        lambda: seeded.milestone(agent_id, "m"),
+        lambda: seeded.set_pointer(agent_id, "repo", "git@x"),
+        lambda: seeded.acquire_lease(agent_id, "holder", 30.0),
+    ]
+    for write in writes:
+        with pytest.raises(RecallError) as err:
+            write()
+        assert "not only whitespace" in _invalid(err.value)
+    assert [a.agent_id for a in seeded.agents()] == ["ag"]
+
+
+def test_a_run_for_a_blank_agent_id_is_refused_before_it_starts(seeded: RecallStore) -> None:
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    ran: list[str] = []
+
+    def node(state: MessagesState) -> dict[str, Any]:
+        ran.append("node")
+        return {"messages": [AIMessage("hi", id="a1")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    graph = builder.compile(checkpointer=seeded.checkpointer(), store=seeded)
+    with pytest.raises(RecallError) as err:
+        graph.invoke(
+            {"messages": [HumanMessage("go", id="h1")]},
+            {"configurable": {"thread_id": "t-1", "agent_id": "  "}},
+        )
+    assert "not only whitespace" in _invalid(err.value)
+    assert ran == [] and [a.agent_id for a in seeded.agents()] == ["ag"]

@@ -50,9 +50,16 @@ def touch_agent(tx: Tx, agent_id: str) -> None:
 
 
 def check_agent_id(agent_id: str) -> None:
-    if not isinstance(agent_id, str) or not agent_id or "\x00" in agent_id:
+    """Refuse an agent id no record may be written under. Only writes check: an agent recorded
+    before a rule was added stays readable (``show``, ``turns``) under the id it has."""
+    # Whitespace alone names nobody: it is what a template or an unset variable leaves, and such
+    # records could only be found again by pasting the exact blanks.
+    if not isinstance(agent_id, str) or not agent_id.strip() or "\x00" in agent_id:
         raise RecallError(
-            "agent_id must be a non-empty string without NUL characters", code="invalid_value"
+            f"agent_id must be a non-empty string, not only whitespace, without NUL characters "
+            f"(got {agent_id!r}); pass the agent's name, e.g. "
+            '{"configurable": {"thread_id": "t-1", "agent_id": "billing"}}',
+            code="invalid_value",
         )
 
 
@@ -740,6 +747,7 @@ def acquire_lease(tx: Tx, agent_id: str, holder: str, ttl: float) -> Lease:
     The epoch grows whenever the holder changes: it is the fencing token written with every
     checkpoint, so a holder that was frozen past its expiry can be told apart from the new one.
     """
+    check_agent_id(agent_id)
     row = tx.one(
         "INSERT INTO recall_leases (agent_id, holder, epoch, expires_at, acquired_at) "
         "VALUES (?, ?, 1, {now} + ?, {now}) ON CONFLICT (agent_id) DO UPDATE SET "
