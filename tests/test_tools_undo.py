@@ -154,3 +154,28 @@ def test_the_undo_of_the_node_that_ran_last_is_the_one_used(store, saver) -> Non
     _charging_agent(store, saver, "second", new, charges=1)
     store.undo("second")
     assert old == [] and len(new) == 1
+
+
+def test_an_undo_for_a_pure_tool_is_refused_when_the_node_is_built() -> None:
+    from langgraph_recall import RecallMiddleware
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return q
+
+    def unlookup(q: str) -> None:
+        raise AssertionError("never called: a pure call is not recorded")
+
+    # It was accepted, and store.undo() then never found a call of the tool to reverse.
+    for build in (
+        lambda: DurableToolNode([lookup], classes={"lookup": "pure"}, undo={"lookup": unlookup}),
+        lambda: RecallMiddleware(classes={"lookup": "pure"}, undo={"lookup": unlookup}),
+    ):
+        with pytest.raises(RecallError) as err:
+            build()
+        assert err.value.code == "invalid_value"
+        assert "undo= names pure tools: lookup" in str(err.value)
+        assert err.value.details["tools"] == ["lookup"]
+    # The same function for a recorded class is accepted.
+    DurableToolNode([lookup], classes={"lookup": "external"}, undo={"lookup": unlookup})

@@ -154,6 +154,7 @@ class DurableTools:
                 _check_class(f"tool {name!r}", klass)
             self._classes = dict(self._given_classes)  # type: ignore[arg-type]
             self._gated = frozenset(self._given_approve)
+            self._refuse_undo_of_pure()
 
     # --- configuration ------------------------------------------------------------------
 
@@ -168,7 +169,21 @@ class DurableTools:
             raise RecallError(
                 f"undo= names tools that are not given: {', '.join(unknown)}", code="invalid_value"
             )
+        self._refuse_undo_of_pure()
         self._tools = named
+
+    def _refuse_undo_of_pure(self) -> None:
+        # A pure tool's calls leave no action behind, so store.undo() would never find one to
+        # reverse: the undo function given for it would silently never run.
+        pure = sorted(n for n in self.undo if self._classes.get(n) == "pure")
+        if pure:
+            raise RecallError(
+                f"undo= names pure tools: {', '.join(pure)}. A pure tool's calls are not recorded, "
+                "so there is nothing to undo; if the tool changes something, class it "
+                "'external' or 'idempotent' so its calls are recorded and can be undone",
+                code="invalid_value",
+                tools=pure,
+            )
 
     def check_offered(self, tools: Iterable[Any]) -> None:
         """Refuse, before the model is asked, tools offered to it that have no class
