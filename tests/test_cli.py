@@ -397,6 +397,7 @@ def test_undo_reports_done_actions_it_has_no_undo_for(
         "undone": [],
         "failed": [],
         "no_undo": ["m-email-1"],
+        "no_undo_tools": ["send_email"],
         "stopped_at": None,
         "already_undone": [],
     }
@@ -464,6 +465,9 @@ def test_undo_names_the_tools_its_undo_functions_leave_out(
     (line,) = err.strip().splitlines()
     assert "no undo function for charge" in line
     assert f"--with {spec}" in line
+    # A script reads the same from --json (it listed action ids only).
+    code, payload = cli_json(capsys, "--db", store_target, "undo", "mailer", "--with", spec)
+    assert (code, payload["no_undo"], payload["no_undo_tools"]) == (0, ["m-charge-1"], ["charge"])
 
 
 def test_undo_with_a_bad_spec_is_one_clear_line(

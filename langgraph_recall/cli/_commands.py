@@ -264,13 +264,15 @@ def undo(ctx: Ctx, agent: str, undo_from: str | None) -> None:
         except RecallError as exc:
             _fail(str(exc))
             return
-        # The tools --with gave no undo for (its spec names the dict to add them to).
-        left_out = sorted({store.action(a).tool for a in report.no_undo}) if functions else []
+        # The tools of the done actions left as they were: what a script or a person has to add
+        # an undo function for.
+        without = sorted({store.action(a).tool for a in report.no_undo})
+    left_out = without if functions else []  # --with's spec names the dict to add them to
     # Done actions left as they were because this process knows no undo for them: with no
     # --with, none is known at all (the functions live in the user's code).
     unknown = bool(report.no_undo) and not functions
     if ctx.as_json:
-        emit_json(asdict(report))
+        emit_json({**asdict(report), "no_undo_tools": without})
     else:
         click.echo(
             f"undone: {len(report.undone)}, already undone: {len(report.already_undone)}, "
