@@ -405,6 +405,51 @@ def test_pointers_latest_wins_and_history_is_kept(api: Api) -> None:
         assert _code(err) == "invalid_value"
 
 
+@pytest.mark.parametrize("kind", ["state", "pointers", "outputs", "runs", "submitted_turns"])
+async def test_a_plain_put_or_delete_cannot_change_the_records_own_items(
+    store: RecallStore, kind: str
+) -> None:
+    from langgraph.store.base import PutOp
+
+    store.update_working_state("ag", goal="g")
+    store.set_pointer("ag", "repo", "git@x")
+    ref = store.put_output("ag", "a long output")
+    store._switch_thread("ag", "t1")
+    store._remember_turn("ag", "turn-1", "t1")
+    ns = ("recall", "ag", kind)
+    key = {"state": "current", "pointers": "repo", "outputs": ref, "runs": "thread"}.get(
+        kind, "turn-1"
+    )
+    before = store.get(ns, key)
+    assert before is not None
+    # A delete dropped the working state's view (working_state() said {}) while its revisions
+    # stayed; a put rewrote it with no revision at all.
+    writes: list[Any] = [
+        lambda: store.delete(ns, key),
+        lambda: store.put(ns, key, {"forged": True}),
+        lambda: store.batch([PutOp(ns, "new", {"x": 1})]),
+    ]
+    for write in writes:
+        with pytest.raises(RecallError) as err:
+            write()
+        assert _code(err) == "invalid_namespace" and "written with" in str(err.value)
+    with pytest.raises(RecallError):
+        await store.adelete(ns, key)
+    after = store.get(ns, key)
+    assert after is not None and after.value == before.value
+    assert store.get(ns, "new") is None
+    assert store.working_state("ag") == {"goal": "g"}
+    assert store.pointers("ag")["repo"].target == "git@x"
+
+
+def test_memories_and_other_kinds_under_an_agent_stay_plain_items(store: RecallStore) -> None:
+    for ns in (("recall", "ag", "memories"), ("recall", "ag", "notes"), ("recall", "state")):
+        store.put(ns, "k", {"text": "mine"})
+        assert store.get(ns, "k").value == {"text": "mine"}  # type: ignore[union-attr]
+        store.delete(ns, "k")
+        assert store.get(ns, "k") is None
+
+
 # --- outputs -------------------------------------------------------------------------------
 
 

@@ -90,8 +90,7 @@ def claim_turn(
             )
         # Remembered, but no checkpoint of it was ever written (killed before its first write):
         # nothing of it survives, so it runs now, as a first attempt would.
-    # ttl=None: a store default_ttl must not expire it, or a late resubmission runs again.
-    store.put(ns, turn_id, {"thread_id": thread_id}, index=False, ttl=None)
+    store._remember_turn(agent_id, turn_id, thread_id)
     return None
 
 

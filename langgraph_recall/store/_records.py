@@ -545,6 +545,36 @@ POINTER_NS = "pointers"
 OUTPUT_NS = "outputs"
 
 
+# Kinds under ("recall", <agent>, kind) that the records keep themselves: their items are views
+# of the journals (the working state of its revisions) or markers the checkpointer relies on (the
+# thread noted at a run's start, the turns already submitted). A plain put or delete there would
+# change them without a revision or undo a guarantee, so BaseStore writes are refused; get and
+# search read them. Memories and any other kind stay plain items.
+RECORD_KINDS: dict[str, str] = {
+    STATE_NS: "store.update_working_state(agent_id, field=...) or store.milestone(agent_id, text)",
+    POINTER_NS: "store.set_pointer(agent_id, name, target)",
+    OUTPUT_NS: "store.put_output(agent_id, text) (outputs are kept as written)",
+    "runs": "nothing: the checkpointer writes it at each run's start",
+    "submitted_turns": "nothing: the checkpointer writes it for each configurable['turn_id']",
+}
+
+
+def refuse_record_write(namespace: tuple[str, ...], key: str, delete: bool) -> None:
+    """Raise ``invalid_namespace`` for a BaseStore put or delete of a record's own item."""
+    if len(namespace) != 3 or namespace[0] != "recall" or namespace[2] not in RECORD_KINDS:
+        return
+    what = "delete" if delete else "put"
+    raise RecallError(
+        f"{namespace!r} holds an agent's records, which a plain {what} would change without a "
+        f"trace (key {key!r}); they are read with get and search, and written with "
+        f"{RECORD_KINDS[namespace[2]]}. Keep your own items (memories, notes) in another "
+        'namespace, e.g. ("recall", <agent>, "memories").',
+        code="invalid_namespace",
+        namespace=list(namespace),
+        key=key,
+    )
+
+
 def agent_label(agent_id: str) -> str:
     """The agent id as one namespace label: "." (the label separator) and "%" are escaped,
     so agent ``x.y`` cannot read or shadow the items of agent ``x``."""
@@ -615,6 +645,18 @@ def switch_thread(tx: Tx, agent_id: str, thread_id: str) -> str | None:
     noted = None if before is None else before.get("thread_id")
     previous = None if noted is None else str(noted)
     return previous if previous != thread_id else None
+
+
+def remember_turn(tx: Tx, agent_id: str, turn_id: str, thread_id: str) -> None:
+    """Note that ``turn_id`` was submitted on ``thread_id``: not searchable, never expiring (a
+    TTL would let a late resubmission run again)."""
+    _put_item(
+        tx,
+        agent_ns(agent_id, "submitted_turns"),
+        turn_id,
+        {"thread_id": thread_id},
+        searchable=False,
+    )
 
 
 def _revise(tx: Tx, agent_id: str, kind: str, name: str | None, data: dict[str, Any]) -> None:

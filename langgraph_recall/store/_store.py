@@ -401,6 +401,11 @@ class RecallStore(BaseStore):
         with self._db.tx(write=self._db.dialect == "sqlite") as tx:
             return _records.switch_thread(tx, agent_id, thread_id)
 
+    def _remember_turn(self, agent_id: str, turn_id: str, thread_id: str) -> None:
+        """Note a submitted ``configurable["turn_id"]`` (the checkpointer's, under the lease)."""
+        with self._db.tx(write=True) as tx:
+            _records.remember_turn(tx, agent_id, turn_id, thread_id)
+
     # --- turns -----------------------------------------------------------------------------
 
     def record(
@@ -958,8 +963,10 @@ def _validate_op(op: Op) -> None:
             raise RecallError(
                 f"item keys cannot contain NUL (\\x00): {op.key!r}", code="invalid_value"
             )
-        if isinstance(op, PutOp) and op.value is not None:
-            _validate_namespace(op.namespace)
+        if isinstance(op, PutOp):
+            _records.refuse_record_write(op.namespace, str(op.key), delete=op.value is None)
+            if op.value is not None:
+                _validate_namespace(op.namespace)
     elif isinstance(op, SearchOp):
         _validate_labels(op.namespace_prefix)
     elif isinstance(op, ListNamespacesOp):
