@@ -91,7 +91,8 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self.tools = recall_tools() if tools else []
         self.briefing_options = dict(briefing_options or {})
         self.classes = dict(classes or {})
-        self.approve = tuple(approve)
+        # approve="pay" is one tool's name: tuple() of it gave ("p", "a", "y"), gating nothing.
+        self.approve = (approve,) if isinstance(approve, str) else tuple(approve)
         self.resolver = resolver
         self.undo = dict(undo or {})
         self._durable = _durable_tools(

@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langgraph_recall._briefing import RECALL_TOOL_NAMES
-from langgraph_recall._errors import UnclassifiedTool
+from langgraph_recall._errors import RecallError, UnclassifiedTool
 from langgraph_recall._middleware import RecallMiddleware
 from langgraph_recall.store import RecallStore
 from langgraph_recall.testing import ScriptedChatModel, call, reply
@@ -200,3 +200,55 @@ async def test_a_tool_without_a_class_is_refused_before_the_model_is_called(
         await agent.ainvoke(inputs, cfg) if use_async else agent.invoke(inputs, cfg)
     assert err.value.code == "unclassified_tool" and err.value.details["tools"] == ["pay"]
     assert model.seen == []
+
+
+def _pay_agent(store: RecallStore, sent: list[int], **options: Any) -> tuple[Any, Any]:
+    @tool
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        sent.append(amount)
+        return f"paid {amount}"
+
+    model = ScriptedChatModel([reply("", call("pay", amount=9999)), reply("done")])
+    agent = create_agent(
+        model,
+        [pay],
+        middleware=[RecallMiddleware(**{"classes": {"pay": "external"}, **options})],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
+    return agent, model
+
+
+def test_approve_given_as_one_name_gates_that_tool(store: RecallStore) -> None:
+    # approve="pay" became ("p", "a", "y"): nothing was gated and pay(9999) ran unasked.
+    sent: list[int] = []
+    agent, _ = _pay_agent(store, sent, approve="pay")
+    out = agent.invoke({"messages": [HumanMessage("pay")]}, config("t-str", "s"))
+    assert out["__interrupt__"][0].value["tool"] == "pay"
+    assert sent == []
+
+
+@pytest.mark.parametrize("use_async", MODES)
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"approve": ("pya",)},
+        {"classes": {"pay": "external", "pya": "pure"}},
+        {"undo": {"py": print}},
+    ],
+)
+async def test_a_name_the_model_is_not_offered_is_refused_before_it_is_called(
+    store: RecallStore, use_async: bool, options: dict[str, Any]
+) -> None:
+    # approve=("pya",) was taken as is: pay ran without asking.
+    sent: list[int] = []
+    agent, model = _pay_agent(store, sent, **options)
+    cfg = config("t-typo", "typo")
+    inputs = {"messages": [HumanMessage("pay")]}
+    with pytest.raises(RecallError) as err:
+        await agent.ainvoke(inputs, cfg) if use_async else agent.invoke(inputs, cfg)
+    assert err.value.code == "invalid_value"
+    assert "not offered" in str(err.value) and "RecallMiddleware before it" in str(err.value)
+    assert err.value.details["tools"][0] in ("pya", "py")
+    assert model.seen == [] and sent == []

@@ -132,6 +132,7 @@ class DurableTools:
         self._classes: dict[str, ToolClass] = {}
         self._gated: frozenset[str] = frozenset()
         self._tools: dict[str, Any] = {}
+        self._offered: set[str] = set()  # every tool a model request offered (check_offered)
         self.resolver = resolver
         self.undo: dict[str, Callable[..., Any]] = dict(undo or {})
         self.messages_key = messages_key
@@ -190,13 +191,31 @@ class DurableTools:
         (``create_agent`` hands the middleware its tools only in its requests): otherwise the
         refusal came at the tool call, after the model had asked for it."""
         missing = []
+        offered: set[str] = set()
         for tool in tools:
             if not isinstance(tool, BaseTool):
                 continue  # a provider's built-in tool (a dict): it runs at the provider
+            offered.add(tool.name)
             try:
                 self._class_of(tool.name, tool)
             except UnclassifiedTool:
                 missing.append(tool.name)
+        self._offered |= offered
+        # A name the model was never offered is a slip (approve=("pya",)): left alone it gated
+        # nothing, and pay ran without asking. Refused before the model runs, like a tool with no
+        # class. The union of every request's tools, so one that chose a few still passes.
+        stray = sorted(
+            set(self._given_classes).union(self._given_approve, self.undo) - self._offered
+        )
+        if stray and offered:
+            raise RecallError(
+                f"classes/approve/undo name tools the model is not offered: {', '.join(stray)} "
+                f"(offered: {', '.join(sorted(self._offered))}), so the model was not called. "
+                "Check the spelling; if another middleware picks the tools for each call, list "
+                "RecallMiddleware before it in middleware=[...] so it sees them all.",
+                code="invalid_value",
+                tools=stray,
+            )
         if missing:
             listed = ", ".join(repr(n) for n in missing)
             raise UnclassifiedTool(
