@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fix_checkpoint import (
@@ -35,6 +37,36 @@ def test_same_turn_twice_runs_once(store: RecallStore, ran: str) -> None:
     assert again == first
     assert count_steps(ran) == {1: 1, 2: 1, 3: 1}
     assert recorded_ids(store, "agent-1").count("turn-1") == 1
+    cp.close()
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize(
+    "turn_id", [42, uuid.UUID("12345678-1234-5678-1234-567812345678")], ids=["int", "uuid"]
+)
+def test_a_turn_id_that_is_not_text_still_runs_once(
+    store: RecallStore, ran: str, turn_id: Any, use_async: bool
+) -> None:
+    # LangGraph keeps turn_id=42 in the checkpoint's metadata as 42 (a UUID not at all), and the
+    # lookup asked for "42": the resubmitted turn found nothing and ran a second time.
+    cp = store.checkpointer(lease_ttl=30)
+    graph = step_graph(log=ran).compile(checkpointer=cp, store=store)
+    cfg = config("t1", "agent-1", turn_id=turn_id)
+
+    async def twice() -> tuple[Any, Any]:
+        first = await cp.ainvoke(graph, turn_input("hello", 2), cfg)
+        return first, await cp.ainvoke(graph, turn_input("hello", 2), cfg)
+
+    if use_async:
+        first, again = asyncio.run(twice())
+    else:
+        first = cp.invoke(graph, turn_input("hello", 2), cfg)
+        again = cp.invoke(graph, turn_input("hello", 2), cfg)
+    assert again == first
+    assert count_steps(ran) == {1: 1, 2: 1}
+    with pytest.raises(RecallError) as err:
+        graph.invoke(turn_input("hello", 2), cfg)
+    assert err.value.code == "duplicate_turn"
     cp.close()
 
 

@@ -56,7 +56,7 @@ from ._same_db import (
     put_with,
     put_writes_with,
 )
-from ._turns import TurnHelpers
+from ._turns import TURN_KEY, TurnHelpers
 
 if TYPE_CHECKING:
     from ..store import Claim, RecallStore
@@ -366,7 +366,14 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             epoch = keeper.check_write(agent_id)
             run = self._shared.runs.run_of(agent_id)
             branched = run is not None and run.branched
-            return _stamped(metadata, agent_id, epoch, branched), agent_id, False
+            stamped = _stamped(metadata, agent_id, epoch, branched)
+            turn = conf.get(TURN_KEY)
+            if turn is not None and not isinstance(turn, str):
+                # LangGraph copies configurable["turn_id"] into the metadata as given (42, or
+                # nothing for a UUID), and a resubmission is found by the text turn_id_of makes
+                # of it: a checkpoint of turn 42 did not match "42", so the turn ran again.
+                stamped[TURN_KEY] = str(turn)  # type: ignore[literal-required]
+            return stamped, agent_id, False
         elif metadata.get("source") in ("update", "fork"):
             # update_state / a __copy__ outside any run: a write like a run's, so it needs the
             # lease for its duration, or it could fork the history under a running holder.
