@@ -272,6 +272,67 @@ def test_resolver_settles_an_external_call_in_doubt(store, saver, tmp_path, foun
         assert "UNKNOWN" in content and action.status == "open" and read_effects(effects) == []
 
 
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_resolver_that_raises_leaves_the_call_in_doubt_and_says_so(
+    store, saver, tmp_path, caplog, use_async
+) -> None:
+    effects = str(tmp_path / "e.log")
+    agent = f"resolver-raises-{use_async}"
+    action_id = _leave_in_doubt(store, agent, "send", {"to": "a"}, "external")
+
+    def check_outbox(action):
+        raise ConnectionError("mail API down")
+
+    node = DurableToolNode(
+        [_effect_tool(effects)], classes={"send": "external"}, resolver=check_outbox
+    )
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    inputs = {"messages": [HumanMessage("go")]}
+    # The ConnectionError came out of invoke naming neither the resolver nor the call, and
+    # every resume failed the same way until the API was back.
+    with caplog.at_level("WARNING", logger="langgraph_recall"):
+        if use_async:
+            out = asyncio.run(graph.ainvoke(inputs, _config(agent)))
+        else:
+            out = graph.invoke(inputs, _config(agent))
+    assert "UNKNOWN" in str(_tool_messages(out)[0].content)
+    assert out["messages"][-1].content == "ok"
+    assert store.action(action_id).status == "open" and read_effects(effects) == []
+    [warning] = [r for r in caplog.records if "check_outbox raised ConnectionError" in r.message]
+    assert action_id in warning.message
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_resolver_answer_that_is_not_an_action_end_is_refused_by_name(
+    store, saver, tmp_path, use_async
+) -> None:
+    effects = str(tmp_path / "e.log")
+    agent = f"resolver-str-{use_async}"
+    action_id = _leave_in_doubt(store, agent, "send", {"to": "a"}, "external")
+
+    def check_outbox(action):
+        return "yes it happened"
+
+    node = DurableToolNode(
+        [_effect_tool(effects)], classes={"send": "external"}, resolver=check_outbox
+    )
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    inputs = {"messages": [HumanMessage("go")]}
+    # It was AttributeError: 'str' object has no attribute 'outcome'.
+    with pytest.raises(RecallError) as err:
+        if use_async:
+            asyncio.run(graph.ainvoke(inputs, _config(agent)))
+        else:
+            graph.invoke(inputs, _config(agent))
+    assert err.value.code == "invalid_value" and err.value.details["action_id"] == action_id
+    assert "check_outbox returned str" in str(err.value) and "ActionEnd(" in str(err.value)
+    assert store.action(action_id).status == "open" and read_effects(effects) == []
+
+
 def test_in_doubt_idempotent_call_is_run_again_with_the_same_key(store, saver, tmp_path) -> None:
     effects = str(tmp_path / "e.log")
     action_id = _leave_in_doubt(store, "idem", "send", {"to": "a"}, "idempotent")

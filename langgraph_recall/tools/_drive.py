@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from langgraph.errors import GraphBubbleUp
 
 from .._errors import RecallError
 from . import _barrier
 from ._keys import key_scope
 from ._order import Turns
+from ._outcome import ActionEnd
+
+log = logging.getLogger("langgraph_recall")
 
 R = TypeVar("R")
 
@@ -69,6 +75,41 @@ Step = Io | Execute | Resolve | WaitDurable | WaitTurn
 Logic = Generator[Step, Any, R]
 
 
+def _resolution(step: Resolve, found: Any) -> Any:
+    """The resolver's answer, or ``invalid_value`` naming it when it is not one it may give."""
+    if found is None or isinstance(found, ActionEnd):
+        return found
+    action = step.action
+    raise RecallError(
+        f"the resolver {_name(step.resolver)} returned {type(found).__name__} {found!r:.80} for "
+        f"{action.tool} (action {action.action_id}); it must return ActionEnd('done', "
+        "result=...), ActionEnd('not_done') or None (cannot tell). The call stays open, not run.",
+        code="invalid_value",
+        action_id=action.action_id,
+    )
+
+
+def _resolver_failed(step: Resolve, exc: Exception) -> None:
+    # A resolver that cannot reach what it checks (the mail API is down) knows no more than one
+    # that returns None: the call stays in doubt, reported to the model and the operator, and
+    # the next resume asks again. Raising instead failed every resume of the agent until the
+    # API came back, with an error that named neither the resolver nor the call.
+    action = step.action
+    log.warning(
+        "the resolver %s raised %s for %s (action %s); the call stays in doubt, not run",
+        _name(step.resolver),
+        type(exc).__name__,
+        action.tool,
+        action.action_id,
+        exc_info=exc,
+    )
+    return None
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+
 def _do_sync(step: Step) -> Any:
     if isinstance(step, Io):
         return step.fn(*step.args, **step.kwargs)
@@ -76,7 +117,12 @@ def _do_sync(step: Step) -> Any:
         with key_scope(step.key):
             return step.handler(step.request)
     if isinstance(step, Resolve):
-        found = step.resolver(step.action)
+        try:
+            found = step.resolver(step.action)
+        except GraphBubbleUp:
+            raise  # an interrupt() asking a person: LangGraph's to handle
+        except Exception as exc:
+            return _resolver_failed(step, exc)
         if inspect.isawaitable(found):
             if hasattr(found, "close"):
                 found.close()  # type: ignore[union-attr]
@@ -85,7 +131,7 @@ def _do_sync(step: Step) -> Any:
                 "or give a plain function as resolver=",
                 code="invalid_value",
             )
-        return found
+        return _resolution(step, found)
     if isinstance(step, WaitDurable):
         return _barrier.wait_sync(step.target, step.timeout)
     step.turns.wait(step.call_id)
@@ -101,11 +147,18 @@ async def _do_async(step: Step) -> Any:
             return await out if inspect.isawaitable(out) else out
     if isinstance(step, Resolve):
         call = type(step.resolver).__call__ if not inspect.isroutine(step.resolver) else None
-        if inspect.iscoroutinefunction(step.resolver) or inspect.iscoroutinefunction(call):
-            return await step.resolver(step.action)
-        # A plain resolver may call a slow API: keep it off the event loop.
-        found = await asyncio.to_thread(step.resolver, step.action)
-        return await found if inspect.isawaitable(found) else found
+        try:
+            if inspect.iscoroutinefunction(step.resolver) or inspect.iscoroutinefunction(call):
+                found = await step.resolver(step.action)
+            else:
+                # A plain resolver may call a slow API: keep it off the event loop.
+                found = await asyncio.to_thread(step.resolver, step.action)
+                found = await found if inspect.isawaitable(found) else found
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            return _resolver_failed(step, exc)
+        return _resolution(step, found)
     if isinstance(step, WaitDurable):
         return await _barrier.wait_async(step.target, step.timeout)
     await step.turns.await_turn(step.call_id)
