@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import time
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +41,43 @@ def run_doctor(store: RecallStore) -> dict[str, Any]:
     threads = inspect_threads(store)
     for t in threads:
         findings.extend(t.findings())
+    findings.extend(agent_findings(store))
     return {
         "versions": versions(),
         "database": f"{store.dialect} at {store.target}: reachable",
         "threads_checked": len(threads),
         "findings": findings,
     }
+
+
+def agent_findings(store: RecallStore) -> list[str]:
+    """Agents whose last run died mid-run, and calls left in doubt while no run is going.
+
+    A run gives its lease back when it ends, fails or pauses (its expiry set to 0); one that
+    expired instead was held by a process that died or froze before its end. The checkpoints
+    alone cannot show that for a run killed inside a step: its head, waiting on the step's
+    tasks, looks like one paused by ``interrupt_before``.
+    """
+    now = time.time()
+    out: list[str] = []
+    for agent in store.agents():
+        if agent.lease_holder is not None:
+            continue  # a run is going (or its holder died within lease_ttl): not yet a finding
+        lease = store.lease(agent.agent_id)
+        if lease is not None and 0 < lease.expires_at <= now:
+            out.append(
+                f"agent {agent.agent_id!r}: its last run (holder {lease.holder}) never ended: "
+                f"its lease expired at {_when(lease.expires_at)} without being given back, so "
+                "the process died or froze mid-run; resume the agent with invoke(None, config) "
+                "on its thread"
+            )
+        if agent.open_actions:
+            out.append(
+                f"agent {agent.agent_id!r}: {agent.open_actions} call(s) in doubt; see "
+                f"`langgraph-recall actions {shlex.quote(agent.agent_id)} --open`, then `resolve` them"
+            )
+    return out
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))

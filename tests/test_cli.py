@@ -142,7 +142,7 @@ def test_demo_prints_plain_versus_recall_as_measured(demo: Demo) -> None:
 
 
 @pytest.mark.slow
-def test_demo_records_agree_with_its_table(demo: Demo) -> None:
+def test_demo_records_agree_with_its_table(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None:
     n = demo.run_no
     with RecallStore.open(demo.db) as store:
         after = store.actions(f"demo-email-after-{n}-recall")
@@ -151,7 +151,12 @@ def test_demo_records_agree_with_its_table(demo: Demo) -> None:
         assert [(a.tool, a.args["to"]) for a in inside] == [("send_email", "ops@example.com")]
         pay = store.actions(f"demo-pay-{n}-recall")
         assert not [a for a in pay if a.status == "done"], pay
-    assert main(["--db", demo.db, "doctor"]) == 0  # the race left no fork in recall.db
+    # The race left no fork in recall.db; the one finding is the email the demo left in doubt.
+    code, report = cli_json(capsys, "--db", demo.db, "doctor")
+    assert code == 1 and report["findings"] == [
+        f"agent 'demo-email-inside-{n}-recall': 1 call(s) in doubt; see `langgraph-recall "
+        f"actions demo-email-inside-{n}-recall --open`, then `resolve` them"
+    ]
     # Its closing hint works as printed.
     hint = f"actions demo-email-inside-{n}-recall --open"
     assert hint in demo.out
@@ -686,6 +691,32 @@ def crash_worker(target: str, thread: str) -> None:
     graph.invoke({"messages": [HumanMessage("go")]}, cfg, durability="sync")
 
 
+def tool_crash_worker(target: str, agent: str) -> None:
+    """Die inside an external tool's call: the step never ends, the lease is never given back."""
+    from langchain_core.tools import tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import tools_condition
+
+    from langgraph_recall import DurableToolNode
+    from langgraph_recall.testing import ScriptedChatModel, call, reply
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        os._exit(9)
+
+    model = ScriptedChatModel([reply("", call("send_email", to="ops@example.com")), reply("sent")])
+    store = RecallStore.open(target)
+    g = StateGraph(MessagesState)
+    g.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    g.add_node("tools", DurableToolNode([send_email], classes={"send_email": "external"}))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    graph = g.compile(store=store, checkpointer=store.checkpointer(lease_ttl=1.0))
+    graph.invoke({"messages": [HumanMessage("mail ops")]}, {"configurable": {"thread_id": agent}})
+
+
 def _worker(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, os.path.abspath(__file__), *args])
 
@@ -695,7 +726,7 @@ def test_doctor_finds_a_fork_made_by_two_plain_processes(
     capsys: pytest.CaptureFixture[str], store: RecallStore, store_target: str, tmp_path: Any
 ) -> None:
     code, out, _ = cli(capsys, "--db", store_target, "doctor")  # also creates the saver tables
-    assert code == 0 and "no forks or unfinished runs found" in out
+    assert code == 0 and "no forks, unfinished runs or calls in doubt found" in out
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     procs = [
         _worker("fork-worker", store_target, "shared-thread", a, b),
@@ -723,6 +754,26 @@ def test_doctor_finds_a_run_that_died_before_its_next_checkpoint(
     assert code == 1
     assert "thread 'died-thread': the last run stopped after its tasks finished" in out
     assert "invoke(None, config)" in out
+
+
+@pytest.mark.slow
+def test_doctor_finds_an_agent_whose_run_died_inside_a_tool_step(
+    capsys: pytest.CaptureFixture[str], store: RecallStore, store_target: str
+) -> None:
+    proc = _worker("tool-crash-worker", store_target, "died-in-tool")
+    assert proc.wait(PROC_TIMEOUT) == 9
+    lease = store.lease("died-in-tool")
+    assert lease is not None and lease.expires_at > 0
+    time.sleep(max(0.0, lease.expires_at - time.time()) + 0.2)
+    # It said "no forks, unfinished runs or calls in doubt found" and exited 0: the head, waiting on the tool
+    # step, looks like a run paused before it.
+    code, report = cli_json(capsys, "--db", store_target, "doctor")
+    assert code == 1
+    found = [f for f in report["findings"] if "died-in-tool" in f]
+    assert len(found) == 2, report["findings"]
+    assert "its last run" in found[0] and "never ended" in found[0]
+    assert "invoke(None, config)" in found[0]
+    assert "1 call(s) in doubt" in found[1]
 
 
 # --- JSON for scripts ---------------------------------------------------------------------------
@@ -858,4 +909,9 @@ def test_bad_flags_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: An
 
 if __name__ == "__main__":
     role, *rest = sys.argv[1:]
-    {"fork-worker": fork_worker, "crash-worker": crash_worker}[role](*rest)
+    workers = {
+        "fork-worker": fork_worker,
+        "crash-worker": crash_worker,
+        "tool-crash-worker": tool_crash_worker,
+    }
+    workers[role](*rest)

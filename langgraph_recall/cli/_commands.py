@@ -374,7 +374,7 @@ def verify(ctx: Ctx) -> None:
 @pass_ctx
 @_anywhere
 def doctor(ctx: Ctx) -> None:
-    """Versions, database reachable, forks and unfinished runs in threads."""
+    """Versions, database reachable, forked threads, runs that died, calls left in doubt."""
     from .._doctor import run_doctor
 
     with open_store(ctx) as store:
@@ -388,7 +388,7 @@ def doctor(ctx: Ctx) -> None:
         for line in report["findings"]:
             click.secho(line, fg="yellow")
         if not report["findings"]:
-            click.secho("no forks or unfinished runs found", fg="green")
+            click.secho("no forks, unfinished runs or calls in doubt found", fg="green")
     if report["findings"]:
         raise SystemExit(1)
 
