@@ -180,3 +180,36 @@ def test_delta_channel_history_goes_to_the_inner_saver(store: RecallStore) -> No
     asyncio.run(cp.aget_delta_channel_history(config=head.config, channels=["messages"]))
     assert spy.delta_calls == 2
     cp.close()
+
+
+@pytest.mark.parametrize("what", ["checkpointer", "store"])
+def test_a_closed_checkpointer_or_store_refuses_reads_and_runs_by_name(
+    store_target: str, what: str
+) -> None:
+    # After close, get_state was sqlite3.ProgrammingError (store) or psycopg_pool.PoolClosed
+    # (PostgreSQL, either), and on SQLite a closed store.checkpointer() kept working.
+    store = RecallStore.open(store_target)
+    cp = store.checkpointer()
+    graph = step_graph().compile(checkpointer=cp, store=store)
+    cfg = config("t-closed", "closed")
+    graph.invoke(turn_input("hi", 1), cfg)
+    (cp if what == "checkpointer" else store).close()
+    attempts: list[Any] = [
+        lambda: graph.get_state(cfg),
+        lambda: list(graph.get_state_history(cfg)),
+        lambda: asyncio.run(graph.aget_state(cfg)),
+        lambda: graph.invoke(turn_input("again", 1), cfg),
+        lambda: asyncio.run(graph.ainvoke(turn_input("again", 1), cfg)),
+        lambda: cp.delete_thread("t-closed"),
+    ]
+    for attempt in attempts:
+        with pytest.raises(RecallError) as err:
+            attempt()
+        assert err.value.code == "closed"
+        assert ("store.checkpointer()" if what == "checkpointer" else "RecallStore.open") in str(
+            err.value
+        )
+    store.close()
+    with RecallStore.open(store_target) as again:  # nothing was lost
+        reopened = step_graph().compile(checkpointer=again.checkpointer(), store=again)
+        assert reopened.get_state(cfg).values["n"] == 1

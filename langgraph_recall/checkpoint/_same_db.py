@@ -103,14 +103,16 @@ def is_fenced(saver: Any) -> bool:
         return False
 
 
-def close_same_database_saver(saver: Any) -> None:
-    """Close the connections of a saver built here (nothing for any other saver)."""
+def close_same_database_saver(saver: Any) -> bool:
+    """Close the connections of a saver built here (nothing for any other saver); whether it
+    was one."""
     try:
         closer = _OWNED.pop(saver, None)
     except TypeError:
         closer = None
     if closer is not None:
         closer()
+    return closer is not None
 
 
 def forget_same_database_saver(saver: Any) -> None:

@@ -76,6 +76,9 @@ class _Shared:
         self.plans = plans
         self.durable = DurableLog()
         self.sync_only: set[str] = set()  # async methods of the inner saver that raise
+        # The saver store.checkpointer() made was closed with this checkpointer (on PostgreSQL
+        # its pool): reads and new runs are refused by name, not with the driver's error.
+        self.inner_closed = False
 
 
 class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
@@ -233,7 +236,8 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             return
         self._shared.recorder.close()
         self._shared.keeper.close()
-        close_same_database_saver(self.inner)
+        if close_same_database_saver(self.inner):
+            self._shared.inner_closed = True
 
     def __enter__(self) -> RecallCheckpointer:
         enter = getattr(self.inner, "__enter__", None)
@@ -267,7 +271,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The inner saver's ``get_tuple``; at a root run's start, takes the lease first."""
-        self._here()
+        self._usable()
         if run_key(config) is None:
             return self.inner.get_tuple(config)
         runs = self._shared.runs
@@ -288,7 +292,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``."""
-        self._here()
+        self._usable()
         if run_key(config) is None:
             return await self._acall("get_tuple", config)
         runs = self._shared.runs
@@ -315,7 +319,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        self._here()
+        self._usable()
         return self.inner.list(config, filter=filter, before=before, limit=limit)
 
     async def alist(
@@ -326,7 +330,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        self._here()
+        self._usable()
         if "list" not in self._shared.sync_only:
             items = self.inner.alist(config, filter=filter, before=before, limit=limit)
             try:
@@ -648,45 +652,68 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     # --- plain delegation -------------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
-        self._here()
+        self._usable()
         self.inner.delete_thread(thread_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
+        self._usable()
         await self._acall("delete_thread", thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._here()
+        self._usable()
         self.inner.delete_for_runs(run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._usable()
         await self._acall("delete_for_runs", run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._here()
+        self._usable()
         self.inner.copy_thread(source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._usable()
         await self._acall("copy_thread", source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._here()
+        self._usable()
         self.inner.prune(thread_ids, strategy=strategy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._usable()
         await self._acall("prune", thread_ids, strategy=strategy)
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
-        self._here()
+        self._usable()
         # The inner saver's (SQL) version, never the base class's get_tuple walk through us.
         return self.inner.get_delta_channel_history(config=config, channels=channels)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Any:
+        self._usable()
         return await self._acall("get_delta_channel_history", config=config, channels=channels)
 
     def _here(self) -> None:
         self._birth.check("RecallCheckpointer")
+
+    def _usable(self) -> None:
+        """``_here``, and refuse a read or a new run once the checkpointer or its store is
+        closed. (A write of a run already going is not refused here: closed under it, that run
+        ends with ``lease_lost``, see ``_closed_under``.)"""
+        self._here()
+        if self.store._closed:
+            raise RecallError(
+                "the RecallStore of this checkpointer is closed; open the store again "
+                "(RecallStore.open) and make its checkpointer anew",
+                code="closed",
+            )
+        if self._shared.inner_closed:
+            raise RecallError(
+                "this checkpointer is closed, and the database connections store.checkpointer() "
+                "made for it too; make a new one with store.checkpointer()",
+                code="closed",
+            )
 
     def get_next_version(self, current: Any, channel: None) -> Any:  # bound to inner's in __init__
         return self.inner.get_next_version(current, channel)
