@@ -413,8 +413,12 @@ class RecallStore(BaseStore):
     ) -> int:
         """Append each message not yet recorded for ``agent_id`` (by message id), in order.
 
-        A message without an id gets a stable one derived from its content. Returns how many
-        were new. Recording the same messages again records nothing.
+        A message without an id gets a stable one derived from its content and how many
+        messages of the same content come before it in this call, so recording the whole
+        conversation again records nothing new. Recorded a call at a time, an id-less message
+        whose text an earlier call already recorded (the user says "yes" twice) counts as that
+        one: give such messages ids (LangGraph's ``add_messages`` gives every message in a
+        graph's state one). Returns how many were new.
         """
         return self._record(agent_id, _message_list(messages), thread_id, None)
 
