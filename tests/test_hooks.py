@@ -108,9 +108,10 @@ def test_react_checkpoints_keep_a_marker_not_the_briefing(
     assert sizes[300] == sizes[6000] < 300
 
 
+@pytest.mark.parametrize("checkpointer", ["memory", "recall"])
 @pytest.mark.parametrize("use_async", MODES)
 def test_briefing_node_puts_one_briefing_in_state_per_thread(
-    store: RecallStore, use_async: bool
+    store: RecallStore, use_async: bool, checkpointer: str
 ) -> None:
     store.update_working_state("a", goal="write the report")
 
@@ -125,7 +126,9 @@ def test_briefing_node_puts_one_briefing_in_state_per_thread(
     g.add_edge("brief", "model")
     g.add_edge("model", "record")
     g.add_edge("record", END)
-    app = g.compile(checkpointer=InMemorySaver(), store=store)
+    # With store.checkpointer() the recording recorded the briefing as a "system" turn.
+    saver = InMemorySaver() if checkpointer == "memory" else store.checkpointer(lease_ttl=10)
+    app = g.compile(checkpointer=saver, store=store)
     cfg = config("t1", "a")
     for text in ("first", "second"):
         inputs = {"messages": [SystemMessage("You write reports."), HumanMessage(text)]}

@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
+from .._briefing import is_briefing_message
+
 if TYPE_CHECKING:
     from ..store import RecallStore
 
@@ -62,7 +64,9 @@ def messages_in(value: Any) -> list[BaseMessage] | None:
 
 
 def only_messages(values: Sequence[Any]) -> list[BaseMessage]:
-    return [m for m in values if isinstance(m, BaseMessage)]
+    # briefing_node keeps a briefing in the state; like the hooks, the recording leaves it out:
+    # it is built from the records, not a turn of them.
+    return [m for m in values if isinstance(m, BaseMessage) and not is_briefing_message(m)]
 
 
 class MessageCursor:
