@@ -9,7 +9,9 @@
      +-- ApprovalDenied                code "approval_denied": a person said no
      +-- UnclassifiedTool              code "unclassified_tool": a tool has no pure/idempotent/external class
      +-- RecordsMissing                code "records_missing": the database was deleted or swapped
-     +-- (plain RecallError)           codes "invalid_value", "invalid_namespace", "schema_too_new",
+     +-- InvalidNamespace              code "invalid_namespace": a store namespace that cannot be
+                                       used (also LangGraph's InvalidNamespaceError)
+     +-- (plain RecallError)           codes "invalid_value", "schema_too_new",
                                        "secret_missing", "unknown_action", "unknown_agent",
                                        "not_open", "durability", "database", "replay_mismatch",
                                        "duplicate_turn", "unknown_output", "closed",
@@ -24,11 +26,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from langgraph.store.base import InvalidNamespaceError
+
 __all__ = [
     "ApprovalDenied",
     "ApprovalMismatch",
     "ApprovalRequired",
     "InDoubt",
+    "InvalidNamespace",
     "LeaseHeld",
     "LeaseLost",
     "RecallError",
@@ -116,3 +121,11 @@ class RecordsMissing(RecallError):
     """The records this store had are gone (database deleted, emptied or swapped)."""
 
     default_code = "records_missing"
+
+
+class InvalidNamespace(RecallError, InvalidNamespaceError):
+    """A namespace the store cannot use (empty, a label with "." or NUL, the "langgraph" root,
+    a string instead of a tuple) or the records' own, which plain writes may not change. Also
+    LangGraph's ``InvalidNamespaceError``, so code written for its stores catches it as before."""
+
+    default_code = "invalid_namespace"

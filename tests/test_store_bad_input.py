@@ -4,6 +4,7 @@ already recorded: every test reopens the store afterwards and checks the earlier
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Iterator
 from typing import Any
@@ -325,3 +326,34 @@ def test_a_run_for_a_blank_agent_id_is_refused_before_it_starts(seeded: RecallSt
         )
     assert "not only whitespace" in _invalid(err.value)
     assert ran == [] and [a.agent_id for a in seeded.agents()] == ["ag"]
+
+
+def test_a_namespace_the_store_cannot_take_is_a_recall_error_too(seeded: RecallStore) -> None:
+    # They were LangGraph's InvalidNamespaceError only, outside "catch RecallError"; a string
+    # namespace was taken letter by letter: put("docs", ...) wrote under ("d", "o", "c", "s").
+    attempts: list[Any] = [
+        lambda: seeded.put((), "k", {"v": 1}),
+        lambda: seeded.put(("a.b",), "k", {"v": 1}),
+        lambda: seeded.put(("a", ""), "k", {"v": 1}),
+        lambda: seeded.put(("langgraph",), "k", {"v": 1}),
+        lambda: seeded.put("docs", "k", {"v": 1}),  # type: ignore[arg-type]
+        lambda: seeded.get("docs", "kept"),  # type: ignore[arg-type]
+        lambda: seeded.search("docs"),  # type: ignore[arg-type]
+        lambda: seeded.list_namespaces(prefix="docs"),  # type: ignore[arg-type]
+        lambda: asyncio.run(seeded.aput(("a.b",), "k", {"v": 1})),
+    ]
+    for attempt in attempts:
+        with pytest.raises(RecallError) as err:
+            attempt()
+        assert isinstance(err.value, InvalidNamespaceError)
+        assert err.value.code == "invalid_namespace"
+    with pytest.raises(RecallError) as err:
+        seeded.put("docs", "k", {"v": 1})  # type: ignore[arg-type]
+    assert "write ('docs',)" in str(err.value)
+    assert seeded.list_namespaces(prefix=("d",)) == []  # nothing under ("d", "o", "c", "s")
+
+
+def test_a_secret_must_be_text_or_bytes(store_target: str) -> None:
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(store_target, secret=5)  # type: ignore[arg-type]
+    assert "str or bytes" in _invalid(err.value)

@@ -25,7 +25,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from .._errors import LeaseHeld, RecallError
+from .._errors import InvalidNamespace, LeaseHeld, RecallError
 from ._codec import dump_json, dumps_typed, load_json, loads_fields, loads_typed
 from ._db import Tx
 from ._models import AgentInfo, Lease, Pointer, Turn, TurnView
@@ -564,12 +564,11 @@ def refuse_record_write(namespace: tuple[str, ...], key: str, delete: bool) -> N
     if len(namespace) != 3 or namespace[0] != "recall" or namespace[2] not in RECORD_KINDS:
         return
     what = "delete" if delete else "put"
-    raise RecallError(
+    raise InvalidNamespace(
         f"{namespace!r} holds an agent's records, which a plain {what} would change without a "
         f"trace (key {key!r}); they are read with get and search, and written with "
         f"{RECORD_KINDS[namespace[2]]}. Keep your own items (memories, notes) in another "
         'namespace, e.g. ("recall", <agent>, "memories").',
-        code="invalid_namespace",
         namespace=list(namespace),
         key=key,
     )

@@ -17,15 +17,16 @@ import threading
 import weakref
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langgraph.store.base import (
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     IndexConfig,
-    InvalidNamespaceError,
     ListNamespacesOp,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -34,7 +35,7 @@ from langgraph.store.base import (
     ensure_embeddings,
 )
 
-from .._errors import RecallError
+from .._errors import InvalidNamespace, RecallError
 from .._process import not_picklable
 from . import _actions, _items, _records
 from ._db import (
@@ -168,6 +169,13 @@ class RecallStore(BaseStore):
                 code="invalid_value",
             )
         check_scheme(text)
+        if secret is not None and not isinstance(secret, (str, bytes)):
+            raise RecallError(
+                f"secret= is the approvals' signing secret as str or bytes (the same in every "
+                f"worker), got {type(secret).__name__}; or leave it out and set "
+                "LANGGRAPH_RECALL_SECRET",
+                code="invalid_value",
+            )
         if is_postgres_target(text):
             postgres_secret_given(secret)
             db = PostgresDatabase(
@@ -294,6 +302,34 @@ class RecallStore(BaseStore):
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     # --- BaseStore -------------------------------------------------------------------------
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        """BaseStore's ``put``; a namespace it cannot take raises ``InvalidNamespace``."""
+        # BaseStore.put checks the namespace first with LangGraph's own error, which is not a
+        # RecallError; ours is both, so either ``except`` catches it.
+        _validate_namespace(namespace)
+        super().put(namespace, key, value, index, ttl=ttl)
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        """Async ``put``."""
+        _validate_namespace(namespace)
+        await super().aput(namespace, key, value, index, ttl=ttl)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Apply ``ops`` in the order given, in one transaction."""
@@ -975,25 +1011,28 @@ def _validate_op(op: Op) -> None:
         _validate_labels(op.namespace_prefix)
     elif isinstance(op, ListNamespacesOp):
         for cond in op.match_conditions or ():
-            _validate_labels(tuple(cond.path))
+            _validate_labels(cond.path)
 
 
 def _validate_labels(namespace: tuple[str, ...]) -> None:
+    if isinstance(namespace, str):
+        # Iterated as it is, "docs" was the namespace ("d", "o", "c", "s").
+        raise InvalidNamespace(
+            f"a namespace is a tuple of labels: write ({namespace!r},), not {namespace!r}"
+        )
     for label in namespace:
         if not isinstance(label, str) or not label or "." in label or "\x00" in label:
-            raise InvalidNamespaceError(
+            raise InvalidNamespace(
                 f"Namespace labels must be non-empty strings without '.' or NUL: {namespace!r}"
             )
 
 
 def _validate_namespace(namespace: tuple[str, ...]) -> None:
     if not namespace:
-        raise InvalidNamespaceError("Namespace cannot be empty.")
+        raise InvalidNamespace("Namespace cannot be empty.")
     _validate_labels(namespace)
     if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph": {namespace!r}'
-        )
+        raise InvalidNamespace(f'Root label for namespace cannot be "langgraph": {namespace!r}')
 
 
 def _message_list(messages: Any) -> list[BaseMessage]:
