@@ -373,6 +373,15 @@ def test_working_state_merges_revisions_and_keeps_every_one(api: Api, store: Rec
     assert item is not None and item.value == {"goal": "migrate billing", "plan": ["b"]}
 
 
+def test_update_working_state_returns_what_was_stored(api: Api) -> None:
+    import datetime as dt
+
+    # It returned the datetime given while the store kept its ISO text.
+    due = dt.datetime(2026, 1, 2, 3, 4)
+    returned = api.update_working_state("ag", goal="g", due=due)
+    assert returned == api.working_state("ag") == {"goal": "g", "due": "2026-01-02T03:04:00"}
+
+
 def test_milestones_append_and_show_the_latest(api: Api) -> None:
     api.update_working_state("ag", goal="g")
     api.milestone("ag", "schema migrated")

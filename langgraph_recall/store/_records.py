@@ -683,7 +683,9 @@ def update_working_state(tx: Tx, agent_id: str, fields: dict[str, Any]) -> dict[
         else:
             merged[k] = v
     _put_item(tx, agent_ns(agent_id, STATE_NS), "current", merged)
-    return merged
+    # As stored (a datetime becomes its ISO text): what working_state() will answer, not the
+    # objects given, which a caller could otherwise mistake for what was kept.
+    return load_json(dump_json(merged))
 
 
 def milestone(tx: Tx, agent_id: str, text: str) -> dict[str, Any]:
