@@ -117,10 +117,10 @@ def test_settle_runs_before_the_model_sees_anything(store: RecallStore, use_asyn
     assert "Unconfirmed calls" not in str(model.seen[0][0].content)
 
 
-def test_approval_and_once_only_options_reach_the_tool_calls(
-    store: RecallStore, tmp_path: Any
-) -> None:
-    sent: list[int] = []
+def _pay_agent(
+    store: RecallStore, sent: list[int], amount: int = 9999, **options: Any
+) -> tuple[Any, Any]:
+    """A create_agent agent whose model asks for pay(amount) once; ``sent`` collects payments."""
 
     @tool
     def pay(amount: int) -> str:
@@ -128,14 +128,22 @@ def test_approval_and_once_only_options_reach_the_tool_calls(
         sent.append(amount)
         return f"paid {amount}"
 
-    model = ScriptedChatModel([reply("", call("pay", amount=10)), reply("done")])
+    model = ScriptedChatModel([reply("", call("pay", amount=amount)), reply("done")])
     agent = create_agent(
         model,
         [pay],
-        middleware=[RecallMiddleware(classes={"pay": "external"}, approve=("pay",))],
+        middleware=[RecallMiddleware(**{"classes": {"pay": "external"}, **options})],
         checkpointer=InMemorySaver(),
         store=store,
     )
+    return agent, model
+
+
+def test_approval_and_once_only_options_reach_the_tool_calls(
+    store: RecallStore, tmp_path: Any
+) -> None:
+    sent: list[int] = []
+    agent, _ = _pay_agent(store, sent, amount=10, approve=("pay",))
     cfg = config("t", "a")
     out = agent.invoke({"messages": [HumanMessage("pay 10")]}, cfg)
     request = out["__interrupt__"][0].value
@@ -200,24 +208,6 @@ async def test_a_tool_without_a_class_is_refused_before_the_model_is_called(
         await agent.ainvoke(inputs, cfg) if use_async else agent.invoke(inputs, cfg)
     assert err.value.code == "unclassified_tool" and err.value.details["tools"] == ["pay"]
     assert model.seen == []
-
-
-def _pay_agent(store: RecallStore, sent: list[int], **options: Any) -> tuple[Any, Any]:
-    @tool
-    def pay(amount: int) -> str:
-        """Pay an amount."""
-        sent.append(amount)
-        return f"paid {amount}"
-
-    model = ScriptedChatModel([reply("", call("pay", amount=9999)), reply("done")])
-    agent = create_agent(
-        model,
-        [pay],
-        middleware=[RecallMiddleware(**{"classes": {"pay": "external"}, **options})],
-        checkpointer=InMemorySaver(),
-        store=store,
-    )
-    return agent, model
 
 
 def test_approve_given_as_one_name_gates_that_tool(store: RecallStore) -> None:
