@@ -561,3 +561,33 @@ def test_ai_message_without_an_id_still_gets_a_stable_key(store, tmp_path) -> No
     graph.invoke({"messages": [message]}, config)
     graph.invoke({"messages": [message]}, config)
     assert len(read_effects(effects)) == 1
+
+
+# --- time travel -----------------------------------------------------------------------------
+
+
+def test_time_travel_from_a_history_config_refuses_another_agent_and_repeats_nothing(
+    store, tmp_path
+) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"})
+    script = [reply("", call("send", to="a")), reply("", call("send", to="b")), reply("done")]
+    graph = build_graph(
+        node, script, store=store, checkpointer=store.checkpointer(), name_prefix="ai-tt"
+    )
+    cfg = {"configurable": {"thread_id": "tt", "agent_id": "billing"}}
+    graph.invoke({"messages": [HumanMessage("go")]}, cfg)
+    assert [e["to"] for e in read_effects(effects)] == ["a", "b"]
+    older = [s for s in graph.get_state_history(cfg) if s.next == ("tools",)][-1]
+    assert "agent_id" not in older.config["configurable"]
+    # The history's config has no agent_id: the replay ran as agent "tt", under new action
+    # keys, and sent both emails again.
+    with pytest.raises(RecallError) as err:
+        graph.invoke(None, older.config)
+    assert err.value.code == "invalid_value" and err.value.details["owner"] == "billing"
+    assert "agent_id" in str(err.value)
+    assert [a.agent_id for a in store.agents()] == ["billing"]
+    # Given its agent, the replay answers the finished calls from their records.
+    replay = {"configurable": {**older.config["configurable"], "agent_id": "billing"}}
+    graph.invoke(None, replay)
+    assert [e["to"] for e in read_effects(effects)] == ["a", "b"]

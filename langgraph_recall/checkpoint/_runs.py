@@ -39,7 +39,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from .._context import CONFIG_KEY_RUNTIME, agent_id_of, configurable, thread_id_of
-from .._errors import LeaseLost
+from .._errors import LeaseLost, RecallError
 from .._recent import Recent
 from ._faults import fault_point
 from ._lease import HeldLease, LeaseKeeper
@@ -287,7 +287,23 @@ class RunLifecycle:
                 self.recorder.submit(agent_id, previous, messages, catch_up=True)
 
     def restored(self, run: Run, saved: CheckpointTuple | None) -> None:
-        """The run loaded ``saved``: its messages are history, never recorded by this run."""
+        """The run loaded ``saved``: its messages are history, never recorded by this run.
+
+        Raises ``invalid_value`` if ``saved`` was written for another agent."""
+        owner = (saved.metadata or {}).get("recall_agent") if saved else None
+        if owner is not None and owner != run.agent_id:
+            # A config from get_state_history() carries no agent_id, so the run fell back to
+            # the thread id: another agent, another lease, and new action keys, so every
+            # external call of the replayed steps ran a second time.
+            raise RecallError(
+                f"the checkpoints of thread {run.thread_id!r} were written for agent {owner!r}, "
+                f"and this run is for agent {run.agent_id!r}; nothing ran. Pass that agent: "
+                f'config["configurable"]["agent_id"] = {owner!r} (a config from get_state or '
+                "get_state_history does not carry it)",
+                code="invalid_value",
+                agent_id=run.agent_id,
+                owner=owner,
+            )
         values = saved.checkpoint["channel_values"] if saved else {}
         messages = messages_in(values.get(self.messages_key))
         run.restored(messages, saved.checkpoint["id"] if saved else "")
