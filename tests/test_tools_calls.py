@@ -588,6 +588,11 @@ def test_time_travel_from_a_history_config_refuses_another_agent_and_repeats_not
     assert "agent_id" in str(err.value)
     assert [a.agent_id for a in store.agents()] == ["billing"]
     # Given its agent, the replay answers the finished calls from their records.
+    turns = [t.msg_id for t in store.turns("billing")]
     replay = {"configurable": {**older.config["configurable"], "agent_id": "billing"}}
-    graph.invoke(None, replay)
+    out = graph.invoke(None, replay)
     assert [e["to"] for e in read_effects(effects)] == ["a", "b"]
+    # The recorded answers come back as the same messages: the replay's tool results were
+    # recorded again, with fresh ids, after the final answer.
+    assert [t.msg_id for t in store.turns("billing")] == turns
+    assert all(m.id in turns for m in _tool_messages(out))

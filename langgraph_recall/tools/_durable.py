@@ -69,6 +69,7 @@ from ._outcome import (
     rejected_message,
     to_record,
     with_edit_notice,
+    with_stable_id,
 )
 
 log = logging.getLogger("langgraph_recall")
@@ -631,6 +632,7 @@ class DurableTools:
         fault_point("tool_ran")  # the tool answered, its end not recorded
         if edited:
             out = with_edit_notice(out, call["name"], args)
+        out = with_stable_id(out, action.action_id)
         if ride is not None and not is_error(out) and not needs_output(store, out):
             # Due until the task's write carries it (or any transaction of this process, or
             # the run's end, writes it first): no I/O here.

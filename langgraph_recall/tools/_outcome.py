@@ -73,6 +73,17 @@ def needs_output(store: RecallStore, out: Output) -> bool:
     )
 
 
+def with_stable_id(out: Output, action_id: str) -> Output:
+    """``out`` with a message id made from its action when it has none.
+
+    A finished call returns its recorded answer on every repeat; with no id of its own, each
+    repeat (a time-travel replay, a re-run task) got a fresh one from ``add_messages`` and was
+    recorded again as a new turn. With the action's id it is the same message each time."""
+    if isinstance(out, ToolMessage) and not out.id:
+        out.id = f"recall-tool-{action_id}"
+    return out
+
+
 def to_record(store: RecallStore, agent_id: str, out: Output) -> Output:
     """The form of ``out`` kept in the action's record (large text moved to an output)."""
     if not needs_output(store, out):
