@@ -3,7 +3,9 @@ layout): a sibling's interrupt re-runs the whole task on resume (research 2d).""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections import Counter
 from typing import Any
 
@@ -76,10 +78,11 @@ async def test_finished_sibling_runs_once_when_another_call_interrupts(
         "notified ops",
         "answer: yes",
     ]
-    # The interrupted call's re-run is the same action under the same key (a second attempt).
+    # The interrupted call's re-run is the same action under the same key (a later attempt:
+    # one that asks before its sibling is through also stops once to wait for its turn).
     keys = {e["key"] for e in read_effects(effects) if e["what"].startswith("ask")}
     ask_action = next(a for a in store.actions(f"sib-{mode}") if a.tool == "ask")
-    assert keys == {ask_action.idempotency_key} and ask_action.attempt == 2
+    assert keys == {ask_action.idempotency_key} and ask_action.attempt >= 2
 
 
 def test_plain_toolnode_runs_the_finished_sibling_again(store, saver, tmp_path) -> None:
@@ -126,3 +129,105 @@ def test_gated_calls_in_one_message_each_get_their_own_decision_in_call_order(
         ]
         assert len(rejected) == 1 and "not p1" in str(rejected[0].content)
         os.remove(effects)
+
+
+# --- questions asked inside tools, beside other questions --------------------------------------
+
+
+def _asking_tools(effects: str) -> list[Any]:
+    @tool
+    def delete_branch(name: str, key: IdempotencyKey) -> str:
+        """Deletes a branch once a person confirms (asks inside the tool)."""
+        time.sleep(0.2)  # looks the branch up first: its question comes after the other's
+        answer = interrupt({"confirm": f"delete branch {name}?"})
+        if answer == "yes":
+            record_effect(effects, what="delete", name=name, key=key)
+            return f"deleted {name}"
+        return f"kept {name}"
+
+    @tool
+    def refund(order: str, key: IdempotencyKey) -> str:
+        """Refunds an order once a person confirms (asks inside the tool)."""
+        answer = interrupt({"confirm": f"refund {order}?"})
+        if answer == "yes":
+            record_effect(effects, what="refund", order=order, key=key)
+        return f"refund {order}: {answer}"
+
+    @tool
+    def pay(amount: int, to: str, key: IdempotencyKey) -> str:
+        """Pays someone (gated by approve=)."""
+        record_effect(effects, what="pay", amount=amount, to=to, key=key)
+        return f"paid {amount} to {to}"
+
+    return [delete_branch, refund, pay]
+
+
+def _invoke(graph: Any, value: Any, config: dict[str, Any], mode: str) -> dict[str, Any]:
+    # A loop of its own per run, as a script's asyncio.run(): what is still running when the run
+    # returns is cancelled with the loop, not left to finish during the next run.
+    if mode == "async":
+        return asyncio.run(graph.ainvoke(value, config))
+    return graph.invoke(value, config)
+
+
+def _asked(out: dict[str, Any]) -> list[Any]:
+    return [i.value for i in out.get("__interrupt__", [])]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_answer_to_a_tools_question_never_approves_a_sibling_call(
+    store, saver, tmp_path, mode
+) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode(
+        _asking_tools(effects),
+        classes={"delete_branch": "external", "refund": "external", "pay": "external"},
+        approve=("pay",),
+    )
+    script = [
+        reply("", call("delete_branch", name="old"), call("pay", amount=9999, to="mallory")),
+        reply("done"),
+    ]
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+    cfg = {"configurable": {"thread_id": f"leak-{mode}"}}
+    out = _invoke(graph, {"messages": [HumanMessage("go")]}, cfg, mode)
+    assert _asked(out) == [{"confirm": "delete branch old?"}]
+    # The "yes" below went to pay's approval, which was never shown: pay(9999, mallory) ran.
+    out = _invoke(graph, Command(resume="yes"), cfg, mode)
+    assert [e["what"] for e in read_effects(effects)] == ["delete"]
+    [request] = _asked(out)
+    assert (request["type"], request["tool"]) == ("approval_request", "pay")
+    out = _invoke(graph, Command(resume={"type": "reject", "message": "no"}), cfg, mode)
+    assert [e["what"] for e in read_effects(effects)] == ["delete"]
+    replies = [(m.name, m.status) for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert replies == [("delete_branch", "success"), ("pay", "error")]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_each_question_inside_a_tool_gets_the_answer_given_to_it(
+    store, saver, tmp_path, mode
+) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode(
+        _asking_tools(effects),
+        classes={"delete_branch": "external", "refund": "external", "pay": "external"},
+    )
+    script = [
+        reply("", call("refund", order="o-1"), call("delete_branch", name="main")),
+        reply("ok"),
+    ]
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+    cfg = {"configurable": {"thread_id": f"shift-{mode}"}}
+    out = _invoke(graph, {"messages": [HumanMessage("go")]}, cfg, mode)
+    assert _asked(out) == [{"confirm": "refund o-1?"}]
+    out = _invoke(graph, Command(resume="yes"), cfg, mode)
+    assert _asked(out) == [{"confirm": "delete branch main?"}]
+    # The finished refund, answered from its record, stopped asking: the "no" below moved one
+    # place and the branch was deleted with the refund's "yes".
+    out = _invoke(graph, Command(resume="no"), cfg, mode)
+    assert [e["what"] for e in read_effects(effects)] == ["refund"]
+    replies = [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert replies == ["refund o-1: yes", "kept main"]
+    # Under ainvoke the second asker was left open (in doubt): its interrupt came after
+    # asyncio.gather had raised the first one.
+    assert store.actions(f"shift-{mode}", open_only=True) == []

@@ -172,32 +172,30 @@ def approval_step(
         yield WaitTurn(turns, call["id"])
     asking: ApprovalRequest = request
     answer: Answer | None = None
-    try:
-        while True:
-            try:
-                raw = interrupt(asking, response_schema=cast(type, ApprovalAnswer))
-            except GraphInterrupt:
-                if needs_answer:
-                    raise
-                # Decided already (ran, or a decision came from another channel): no question.
-                break
-            except ValidationError as exc:
-                # LangGraph checked the resume against the schema: say what it may be instead
-                # of pydantic's list of every union member that did not match. Nothing is
-                # recorded, and the question stays open for a resume that fits.
-                raise _unusable(name, action_id, f"{exc.error_count()} validation errors") from None
-            answer = parse_answer(raw)
-            problem = _problem(answer, name, schema, injected) if needs_answer else None
-            if problem is None:
-                break
-            # An edit the tool would refuse (or silently drop keys of), or a decisions list
-            # that is not one decision: ask again, saying why, before anything is recorded, so
-            # the person can correct it. (Raising instead would not reopen the question:
-            # LangGraph keeps this resume value for this interrupt.)
-            asking = {**request, "problem": problem}
-    finally:
-        if turns is not None:
-            turns.release(call["id"])
+    # The turn passes when the call is through (DurableToolNode._run_one), not here: a tool
+    # asking its own questions after its approval asks them before the calls after it.
+    while True:
+        try:
+            raw = interrupt(asking, response_schema=cast(type, ApprovalAnswer))
+        except GraphInterrupt:
+            if needs_answer:
+                raise
+            # Decided already (ran, or a decision came from another channel): no question.
+            break
+        except ValidationError as exc:
+            # LangGraph checked the resume against the schema: say what it may be instead
+            # of pydantic's list of every union member that did not match. Nothing is
+            # recorded, and the question stays open for a resume that fits.
+            raise _unusable(name, action_id, f"{exc.error_count()} validation errors") from None
+        answer = parse_answer(raw)
+        problem = _problem(answer, name, schema, injected) if needs_answer else None
+        if problem is None:
+            break
+        # An edit the tool would refuse (or silently drop keys of), or a decisions list
+        # that is not one decision: ask again, saying why, before anything is recorded, so
+        # the person can correct it. (Raising instead would not reopen the question:
+        # LangGraph keeps this resume value for this interrupt.)
+        asking = {**request, "problem": problem}
 
     if answer is not None:
         if answer.action_id is not None and answer.action_id != action_id:

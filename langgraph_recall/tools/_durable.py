@@ -53,8 +53,9 @@ from ._canonical import (
     given_text,
 )
 from ._classes import ToolClass, classify, declared_approval, declared_class
-from ._drive import Execute, Io, Logic, Resolve, WaitDurable, adrive, drive
+from ._drive import Execute, Io, Logic, Resolve, WaitDurable, WaitTurn, adrive, drive
 from ._keys import CONFIG_ACTION, CONFIG_KEY, KeyedTool, key_parameters
+from ._order import asking_of
 from ._outcome import (
     ActionEnd,
     Output,
@@ -65,9 +66,11 @@ from ._outcome import (
     in_doubt_message,
     is_error,
     needs_output,
+    recorded_asks,
     refused_message,
     rejected_message,
     to_record,
+    with_asked,
     with_edit_notice,
     with_stable_id,
 )
@@ -529,6 +532,7 @@ class DurableTools:
                     _warn_other_args(claim.action, args)
                 if claim.status == "failed":
                     return failed_message(claim.action, call)
+                yield from _take_asks_again(request, claim.action)
                 return (yield Io(from_record, (store, claim.action, call)))
             if claim.status == "claimed":
                 fault_point("tool_claimed")  # intent recorded, the tool not started
@@ -633,13 +637,16 @@ class DurableTools:
         if edited:
             out = with_edit_notice(out, call["name"], args)
         out = with_stable_id(out, action.action_id)
+        # Recorded with how many interrupt() answers the tool took (a repeat takes them again).
+        order = asking_of(getattr(req.runtime, "config", None))
+        kept = with_asked(out, order.asked if order is not None else 0)
         if ride is not None and not is_error(out) and not needs_output(store, out):
             # Due until the task's write carries it (or any transaction of this process, or
             # the run's end, writes it first): no I/O here.
-            store._db.due.add(due_end(store, action, out, ride))
+            store._db.due.add(due_end(store, action, kept, ride))
             return out
         try:
-            yield Io(_finish, (store, agent_id, action, out, flush_later))
+            yield Io(_finish, (store, agent_id, action, kept, flush_later))
         except Exception as exc:
             # The effect happened; the model gets its answer. The record stays open (in doubt)
             # for a person or the resolver, which is the truth as far as the records know.
@@ -769,6 +776,16 @@ def begin(
         if refusal.code in ("approval_required",):
             return refusal
         raise
+
+
+def _take_asks_again(request: Any, action: Action) -> Logic[None]:
+    """A call answered from its record takes again, in its turn, the interrupt() answers its
+    tool took when it ran, so each later call of the task gets the answer given to it."""
+    asked = recorded_asks(action)
+    order = asking_of(getattr(request.runtime, "config", None))
+    if asked and order is not None:
+        yield WaitTurn(order.turns, order.call_id)
+        order.replay(asked)
 
 
 def _finish(

@@ -11,6 +11,7 @@ from langchain_core.messages import ToolCall
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_config_list
 from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import (
     AsyncToolCallWrapper,
@@ -25,7 +26,7 @@ from .._errors import RecallError
 from ..store import RecallStore
 from ._durable import DEFAULT_DURABLE_TIMEOUT, DurableTools, Resolver
 from ._keys import CONFIG_KEY, IdempotencyKey, current_idempotency_key, key_parameters
-from ._order import open_turns
+from ._order import Asking, Deferred, open_turns, scratchpad_of, turns_for
 from ._outcome import Output, SettleReport
 
 _OWN = ("state", "tool_call_id", "config", "tools")
@@ -58,13 +59,19 @@ class LoneCallInline(ToolNode):
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
         calls, input_type = self._parse_input(input)
         if len(calls) != 1 or _loop_running():
-            return super()._func(input, config, runtime)
+            return self._func_many(input, config, runtime, calls)
         (cfg,) = get_config_list(config, 1)
         tool_runtime = self._tool_runtime(input, calls[0], cfg, runtime)
         # No contextvars.copy_context() as a pool thread would give it: LangGraph already runs
         # the node in a context of its own, and nothing of the node reads one after the call.
         output = self._run_one(calls[0], input_type, tool_runtime)
         return self._combine_tool_outputs([output], input_type)
+
+    def _func_many(
+        self, input: Any, config: RunnableConfig, runtime: Runtime, calls: list[ToolCall]
+    ) -> Any:
+        """ToolNode's own dispatch (several calls, or a thread running an event loop)."""
+        return super()._func(input, config, runtime)
 
     def _tool_runtime(
         self, input: Any, call: ToolCall, cfg: RunnableConfig, runtime: Runtime
@@ -163,24 +170,64 @@ class DurableToolNode(LoneCallInline):
 
     # --- what ToolNode calls ------------------------------------------------------------
 
-    def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
-        with open_turns(config, self._gated_call_ids(input)):
-            return super()._func(input, config, runtime)
+    def _func_many(
+        self, input: Any, config: RunnableConfig, runtime: Runtime, calls: list[ToolCall]
+    ) -> Any:
+        with open_turns(config, _call_ids(calls)):
+            return super()._func_many(input, config, runtime, calls)
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:  # type: ignore[override]
-        with open_turns(config, self._gated_call_ids(input)):
-            return await super()._afunc(input, config, runtime)
-
-    def _gated_call_ids(self, input: Any) -> list[str]:
-        if not self.durable.any_gated:
-            return []  # nothing to order: skip parsing the input a second time
         try:
             calls, _ = self._parse_input(input)
         except ValueError:
-            return []
-        return [
-            str(c["id"]) for c in calls if self.durable.needs_approval(c["name"]) and c.get("id")
-        ]
+            calls = []  # ToolNode's own _afunc says what is wrong with the input
+        with open_turns(config, _call_ids(calls)):
+            return await super()._afunc(input, config, runtime)
+
+    def _run_one(self, call: ToolCall, input_type: Any, tool_runtime: ToolRuntime) -> Any:  # type: ignore[override]
+        turns = turns_for(tool_runtime.config)
+        if turns is None:
+            return super()._run_one(call, input_type, tool_runtime)
+        call_id = str(call["id"])
+        try:
+            while True:
+                asking = Asking(turns, call_id, scratchpad_of(tool_runtime.config))
+                try:
+                    return super()._run_one(call, input_type, _asking_runtime(tool_runtime, asking))
+                except Deferred:
+                    turns.wait(call_id)  # then run again, its turn come
+                except GraphBubbleUp as exc:
+                    return _Raised(exc)
+        finally:
+            turns.release(call_id)
+
+    async def _arun_one(self, call: ToolCall, input_type: Any, tool_runtime: ToolRuntime) -> Any:  # type: ignore[override]
+        turns = turns_for(tool_runtime.config)
+        if turns is None:
+            return await super()._arun_one(call, input_type, tool_runtime)
+        call_id = str(call["id"])
+        try:
+            while True:
+                asking = Asking(turns, call_id, scratchpad_of(tool_runtime.config))
+                try:
+                    runtime = _asking_runtime(tool_runtime, asking)
+                    return await super()._arun_one(call, input_type, runtime)
+                except Deferred:
+                    await turns.await_turn(call_id)
+                except GraphBubbleUp as exc:
+                    return _Raised(exc)
+        finally:
+            turns.release(call_id)
+
+    def _combine_tool_outputs(self, outputs: list[Any], input_type: Any) -> Any:  # type: ignore[override]
+        # Every call ran its course before the task stops (asyncio.gather raised the first
+        # interrupt while its siblings still ran, and a sibling's own interrupt then never
+        # closed its attempt: it read as in doubt). The question raised is the first call's
+        # in the message's order: the one the next answer goes to.
+        for out in outputs:
+            if isinstance(out, _Raised):
+                raise out.exc
+        return super()._combine_tool_outputs(outputs, input_type)
 
     def _inject_tool_args(
         self, tool_call: ToolCall, tool_runtime: ToolRuntime, tool: BaseTool | None = None
@@ -213,6 +260,26 @@ class DurableToolNode(LoneCallInline):
 
     async def asettle(self, store: RecallStore, agent_id: str) -> SettleReport:
         return await self.durable.asettle(store, agent_id)
+
+
+def _call_ids(calls: list[ToolCall]) -> list[str]:
+    """The ids of a task's calls, in the AI message's order: the order they ask in."""
+    return [str(c["id"]) for c in calls if c.get("id")]
+
+
+class _Raised:
+    """A call of an ordered task that stopped at an interrupt (raised once all have run)."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: GraphBubbleUp) -> None:
+        self.exc = exc
+
+
+def _asking_runtime(tool_runtime: ToolRuntime, asking: Asking) -> ToolRuntime:
+    # ToolNode invokes the tool with the runtime's config: the tool's interrupt() then counts
+    # through this call's view of the scratchpad.
+    return dataclasses.replace(tool_runtime, config=asking.config(tool_runtime.config))
 
 
 def _compose(

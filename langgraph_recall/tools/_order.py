@@ -1,22 +1,31 @@
-"""One order for the approval questions of calls that share a LangGraph task.
+"""One order for the questions of calls that share a LangGraph task.
 
 A plain ``ToolNode`` runs every call of an AI message in one task, concurrently, and
-``interrupt()`` matches resume values to questions by a counter shared by the whole task. If
-two gated calls reached ``interrupt()`` in a different order on the resume than on the first
-run, the answer given for one would be applied to the other. So gated calls of one task pass
-their ``interrupt()`` one at a time, in the order of the AI message's tool calls, on every run.
+``interrupt()`` matches resume values to questions by a counter shared by the whole task: the
+k-th ``interrupt()`` of a run of the task gets the k-th answer. So the calls of one task ask in
+the order of the AI message's tool calls, on every run: a call may ask (an approval, or an
+``interrupt()`` inside its tool) only once every call before it is done with the run, and one
+answered from its record takes again the answers it took when it ran (``Asking.replay``).
+Otherwise a "yes" given to the question shown went to another call (an approval nobody saw,
+or a sibling's question once a finished call stopped asking).
 
-``DurableToolNode`` registers the task's gated calls before the calls start (``open_turns``);
-with one call per task (the ``Send`` layout of ``create_agent``) there is nothing to order.
+``DurableToolNode`` registers the task's calls before they start (``open_turns``) and gives
+each call a view of the task's scratchpad whose counter enforces the order (``Asking``): a
+call that reaches ``interrupt()`` early stops (``Deferred``), waits, and runs again, as an
+interrupted tool is run again by LangGraph. With one call per task (the ``Send`` layout of
+``create_agent``) there is nothing to order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from langgraph.errors import GraphBubbleUp
 
 from .._errors import RecallError
 
@@ -37,6 +46,11 @@ class Turns:
         self._cond = threading.Condition()
         self._wakeups: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
 
+    def ready(self, call_id: str) -> bool:
+        """Whether every call before ``call_id`` is through."""
+        with self._cond:
+            return self._ready(call_id)
+
     def _ready(self, call_id: str) -> bool:
         if call_id not in self._order:
             return True
@@ -47,8 +61,8 @@ class Turns:
         with self._cond:
             if not self._cond.wait_for(lambda: self._ready(call_id), TURN_TIMEOUT):
                 raise RecallError(
-                    f"tool call {call_id} waited {TURN_TIMEOUT:.0f}s for the approvals of the "
-                    "calls before it in the same step",
+                    f"tool call {call_id} waited {TURN_TIMEOUT:.0f}s for the calls before it "
+                    "in the same step to finish before asking its question",
                     code="durability",
                 )
 
@@ -79,19 +93,19 @@ _registry: dict[int, tuple[Any, Turns]] = {}
 _registry_lock = threading.Lock()
 
 
-def _scratchpad(config: Any) -> Any:
+def scratchpad_of(config: Any) -> Any:
     return ((config or {}).get("configurable") or {}).get(CONFIG_KEY_SCRATCHPAD)
 
 
 @contextmanager
-def open_turns(config: Any, gated_call_ids: Sequence[str]) -> Iterator[None]:
-    """Register the order of a task's gated calls for the duration of the task."""
-    pad = _scratchpad(config)
-    if pad is None or len(gated_call_ids) < 2:
+def open_turns(config: Any, call_ids: Sequence[str]) -> Iterator[None]:
+    """Register the order of a task's calls for the duration of the task."""
+    pad = scratchpad_of(config)
+    if pad is None or len(call_ids) < 2:
         yield
         return
     with _registry_lock:
-        _registry[id(pad)] = (pad, Turns(gated_call_ids))
+        _registry[id(pad)] = (pad, Turns(call_ids))
     try:
         yield
     finally:
@@ -101,9 +115,56 @@ def open_turns(config: Any, gated_call_ids: Sequence[str]) -> Iterator[None]:
 
 def turns_for(config: Any) -> Turns | None:
     """The ordering registered for the task running with ``config`` (None: no ordering)."""
-    pad = _scratchpad(config)
+    asking = asking_of(config)
+    if asking is not None:  # a call's own config: its scratchpad is the call's view
+        return asking.turns
+    pad = scratchpad_of(config)
     if pad is None:
         return None
     with _registry_lock:
         entry = _registry.get(id(pad))
     return entry[1] if entry is not None and entry[0] is pad else None
+
+
+ASKING_KEY = "__recall_asking"
+
+
+class Deferred(GraphBubbleUp):
+    """A call reached ``interrupt()`` before the calls ahead of it in its task were through.
+
+    Raised inside the tool, like an interrupt: the attempt ends as abandoned, and the call runs
+    again, under the same key, once its turn comes (``DurableToolNode._run_one``)."""
+
+
+class Asking:
+    """One call's view of its task's question counter (see the module doc)."""
+
+    def __init__(self, turns: Turns, call_id: str, pad: Any) -> None:
+        self.turns = turns
+        self.call_id = call_id
+        self.pad = pad
+        self.asked = 0  # interrupt() calls inside the tool, in this attempt
+
+    def _counter(self) -> int:
+        if not self.turns.ready(self.call_id):
+            raise Deferred()
+        self.asked += 1
+        return int(self.pad.interrupt_counter())
+
+    def config(self, config: Any) -> Any:
+        """``config`` with this view in place of the task's scratchpad (what the tool sees)."""
+        view = dataclasses.replace(self.pad, interrupt_counter=self._counter)
+        conf = {**(config.get("configurable") or {}), CONFIG_KEY_SCRATCHPAD: view, ASKING_KEY: self}
+        return {**config, "configurable": conf}
+
+    def replay(self, asked: int) -> None:
+        """Take again the ``asked`` answers a call answered from its record took when it ran
+        (the caller waited for its turn): the calls after it then get their own."""
+        for _ in range(asked):
+            self.pad.interrupt_counter()
+
+
+def asking_of(config: Any) -> Asking | None:
+    """The ``Asking`` a call of an ordered task runs with (None: a lone call, or no order)."""
+    found = ((config or {}).get("configurable") or {}).get(ASKING_KEY)
+    return found if isinstance(found, Asking) else None

@@ -18,6 +18,8 @@ from .._render import call_text
 from ..store import Action, RecallStore
 
 OUTPUT_REF = "recall_output_ref"
+# In a recorded answer only: how many interrupt() answers the tool took as it ran (``_order``).
+ASKED = "recall_asked"
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,21 @@ def with_stable_id(out: Output, action_id: str) -> Output:
     return out
 
 
+def with_asked(out: Output, asked: int) -> Output:
+    """The form of ``out`` to record when its tool took ``asked`` interrupt() answers."""
+    if not asked or not isinstance(out, ToolMessage):
+        return out
+    return out.model_copy(update={"additional_kwargs": {**out.additional_kwargs, ASKED: asked}})
+
+
+def recorded_asks(action: Action) -> int:
+    """How many interrupt() answers the recorded run of ``action`` took."""
+    result = action.result
+    if isinstance(result, ToolMessage):
+        return int(result.additional_kwargs.get(ASKED) or 0)
+    return 0
+
+
 def to_record(store: RecallStore, agent_id: str, out: Output) -> Output:
     """The form of ``out`` kept in the action's record (large text moved to an output)."""
     if not needs_output(store, out):
@@ -105,13 +122,15 @@ def from_record(
     """What a repeat of a finished call returns: the recorded answer, whole."""
     result = action.result
     if isinstance(result, ToolMessage):
-        ref = result.additional_kwargs.get(OUTPUT_REF)
-        if ref:
-            kwargs = {k: v for k, v in result.additional_kwargs.items() if k != OUTPUT_REF}
-            result = result.model_copy(
-                update={"content": store.fetch_output(ref), "additional_kwargs": kwargs}
-            )
-        return result.model_copy(update={"tool_call_id": call["id"]})
+        update: dict[str, Any] = {"tool_call_id": call["id"]}
+        kept = result.additional_kwargs
+        if OUTPUT_REF in kept or ASKED in kept:
+            update["additional_kwargs"] = {
+                k: v for k, v in kept.items() if k not in (OUTPUT_REF, ASKED)
+            }
+        if kept.get(OUTPUT_REF):
+            update["content"] = store.fetch_output(kept[OUTPUT_REF])
+        return result.model_copy(update=update)
     if isinstance(result, (Command, list)):
         return result
     # Settled by a resolver or a person: their result (or note) is the answer.
