@@ -596,3 +596,28 @@ def test_time_travel_from_a_history_config_refuses_another_agent_and_repeats_not
     # recorded again, with fresh ids, after the final answer.
     assert [t.msg_id for t in store.turns("billing")] == turns
     assert all(m.id in turns for m in _tool_messages(out))
+
+
+def test_update_state_from_a_history_config_writes_for_the_checkpoints_agent(
+    store, tmp_path
+) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"})
+    script = [reply("", call("send", to="a")), reply("", call("send", to="b")), reply("done")]
+    graph = build_graph(
+        node, script, store=store, checkpointer=store.checkpointer(), name_prefix="ai-up"
+    )
+    cfg = {"configurable": {"thread_id": "up", "agent_id": "billing"}}
+    graph.invoke({"messages": [HumanMessage("go")]}, cfg)
+    older = [s for s in graph.get_state_history(cfg) if s.next == ("tools",)][-1]
+    # It took agent "up"'s lease (no bar to billing's runs) and stamped the fork for "up", so
+    # a run from it was agent "up"'s and sent both emails again.
+    fork = graph.update_state(older.config, {"messages": [HumanMessage("note", id="n1")]})
+    assert graph.get_state(fork).metadata["recall_agent"] == "billing"
+    graph.invoke(None, {"configurable": {**fork["configurable"], "agent_id": "billing"}})
+    assert [e["to"] for e in read_effects(effects)] == ["a", "b"]
+    assert [a.agent_id for a in store.agents()] == ["billing"]
+    named = {"configurable": {**older.config["configurable"], "agent_id": "someone-else"}}
+    with pytest.raises(RecallError) as err:
+        graph.update_state(named, {"messages": [HumanMessage("x", id="n2")]})
+    assert err.value.code == "invalid_value" and err.value.details["owner"] == "billing"

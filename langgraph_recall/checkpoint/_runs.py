@@ -154,6 +154,25 @@ class Run:
         self.start_id = self.head_id = start_id
 
 
+def owner_of(saved: CheckpointTuple | None) -> str | None:
+    """The agent a checkpoint was written for (None: written outside any agent's lease)."""
+    owner = (saved.metadata or {}).get("recall_agent") if saved is not None else None
+    return None if owner is None else str(owner)
+
+
+def foreign_agent(thread_id: str, owner: str, agent_id: str) -> RecallError:
+    """The refusal of a write for ``agent_id`` after a checkpoint ``owner`` wrote."""
+    return RecallError(
+        f"the checkpoints of thread {thread_id!r} were written for agent {owner!r}, and this "
+        f"is for agent {agent_id!r}; nothing was written. Pass that agent: "
+        f'config["configurable"]["agent_id"] = {owner!r} (a config from get_state or '
+        "get_state_history does not carry it)",
+        code="invalid_value",
+        agent_id=agent_id,
+        owner=owner,
+    )
+
+
 class FinalWrite:
     """A run's last write, made by ``LeaseKeeper.release`` as it gives the lease back: the
     run's last messages are recorded in the same transaction (``store._end_run``), and only
@@ -290,20 +309,12 @@ class RunLifecycle:
         """The run loaded ``saved``: its messages are history, never recorded by this run.
 
         Raises ``invalid_value`` if ``saved`` was written for another agent."""
-        owner = (saved.metadata or {}).get("recall_agent") if saved else None
+        owner = owner_of(saved)
         if owner is not None and owner != run.agent_id:
             # A config from get_state_history() carries no agent_id, so the run fell back to
             # the thread id: another agent, another lease, and new action keys, so every
             # external call of the replayed steps ran a second time.
-            raise RecallError(
-                f"the checkpoints of thread {run.thread_id!r} were written for agent {owner!r}, "
-                f"and this run is for agent {run.agent_id!r}; nothing ran. Pass that agent: "
-                f'config["configurable"]["agent_id"] = {owner!r} (a config from get_state or '
-                "get_state_history does not carry it)",
-                code="invalid_value",
-                agent_id=run.agent_id,
-                owner=owner,
-            )
+            raise foreign_agent(run.thread_id, owner, run.agent_id)
         values = saved.checkpoint["channel_values"] if saved else {}
         messages = messages_in(values.get(self.messages_key))
         run.restored(messages, saved.checkpoint["id"] if saved else "")

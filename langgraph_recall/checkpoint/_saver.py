@@ -47,7 +47,7 @@ from ._fence import is_fence_error
 from ._lease import LeaseKeeper, check_wait, new_holder_id
 from ._plans import Planner, PlanRider, Plans, attempts_of, close_not_started, take
 from ._recording import Recorder, messages_in
-from ._runs import Entry, Run, RunLifecycle, find_loop, run_key
+from ._runs import Entry, Run, RunLifecycle, find_loop, foreign_agent, owner_of, run_key
 from ._same_db import (
     can_carry,
     close_same_database_saver,
@@ -381,10 +381,23 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         elif metadata.get("source") in ("update", "fork"):
             # update_state / a __copy__ outside any run: a write like a run's, so it needs the
             # lease for its duration, or it could fork the history under a running holder.
-            agent_id = _agent(config, conf)
+            agent_id = self._updating_agent(config, conf)
             epoch = keeper.acquire(agent_id).epoch
             return _stamped(metadata, agent_id, epoch), agent_id, True
         return metadata, None, False  # a direct call (conformance suites, tools)
+
+    def _updating_agent(self, config: RunnableConfig, conf: dict[str, Any]) -> str:
+        """The agent an ``update_state`` writes for: the one whose checkpoint it follows. A
+        config from ``get_state`` carries no agent_id; falling back to the thread id took
+        another agent's lease (no bar to the owner's runs) and stamped the new checkpoint for
+        that agent, so a run from it replayed the owner's calls under new keys."""
+        owner = owner_of(self.inner.get_tuple(config))
+        named = conf.get("agent_id")
+        if owner is None:
+            return _agent(config, conf)
+        if named and str(named) != owner:
+            raise foreign_agent(str(thread_id_of(config)), owner, str(named))
+        return owner
 
     def _closed_under(self, agent_id: str) -> LeaseLost:
         return LeaseLost(
