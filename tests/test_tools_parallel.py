@@ -231,3 +231,29 @@ def test_each_question_inside_a_tool_gets_the_answer_given_to_it(
     # Under ainvoke the second asker was left open (in doubt): its interrupt came after
     # asyncio.gather had raised the first one.
     assert store.actions(f"shift-{mode}", open_only=True) == []
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_quick_question_waits_for_the_calls_before_it(store, saver, tmp_path, mode) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode(
+        _asking_tools(effects),
+        classes={"delete_branch": "external", "refund": "external", "pay": "external"},
+    )
+    # delete_branch looks its branch up before asking; refund asks at once, so it asked first
+    # and took the answer given to the question shown (delete_branch's, the first call's).
+    script = [
+        reply("", call("delete_branch", name="old"), call("refund", order="o-1")),
+        reply("ok"),
+    ]
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+    cfg = {"configurable": {"thread_id": f"quick-{mode}"}}
+    out = _invoke(graph, {"messages": [HumanMessage("go")]}, cfg, mode)
+    assert _asked(out) == [{"confirm": "delete branch old?"}]
+    out = _invoke(graph, Command(resume="yes"), cfg, mode)
+    assert [e["what"] for e in read_effects(effects)] == ["delete"]
+    assert _asked(out) == [{"confirm": "refund o-1?"}]
+    out = _invoke(graph, Command(resume="no"), cfg, mode)
+    assert [e["what"] for e in read_effects(effects)] == ["delete"]
+    replies = [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert replies == ["deleted old", "refund o-1: no"]
