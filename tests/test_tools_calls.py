@@ -414,6 +414,36 @@ def test_user_wrappers_run_inside_and_retry_under_the_same_key(store, saver, tmp
     assert action.status == "done"
 
 
+def test_a_sync_only_wrapper_works_under_ainvoke(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    seen: list[tuple[str, str | None]] = []
+
+    @tool("send")
+    def send(to: str, key: IdempotencyKey) -> str:
+        """Send something."""
+        seen.append((key, current_idempotency_key()))
+        record_effect(effects, to=to, key=key)
+        return f"sent to {to}"
+
+    def log_calls(request, execute):
+        seen.append(("wrapper", current_idempotency_key()))
+        return execute(request)
+
+    # ToolNode ran the sync chain on the event loop's thread: the durable call's wait for its
+    # checkpoint blocked the loop that saves it, and the call was refused after the timeout.
+    node = DurableToolNode(
+        [send], classes={"send": "external"}, wrap_tool_call=log_calls, durable_timeout=3.0
+    )
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    out = asyncio.run(graph.ainvoke({"messages": [HumanMessage("go")]}, _config("sync-wrap")))
+    assert [m.content for m in _tool_messages(out)] == ["sent to a"]
+    [action] = store.actions("sync-wrap")
+    key = action.idempotency_key
+    assert action.status == "done" and seen == [("wrapper", key), (key, key)]
+
+
 # --- outputs, durability -----------------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ from ..checkpoint._faults import fault_point
 from ..store import Approval, RecallStore
 from ._canonical import args_digest, canonical_args, edit_problem
 from ._drive import Io, Step, WaitTurn
-from ._order import turns_for
+from ._order import asking_of, turns_for
 from ._outcome import refused_message
 
 
@@ -170,23 +170,57 @@ def approval_step(
     turns = turns_for(config)
     if turns is not None:
         yield WaitTurn(turns, call["id"])
+    order = asking_of(config)
     asking: ApprovalRequest = request
     answer: Answer | None = None
     # The turn passes when the call is through (DurableToolNode._run_one), not here: a tool
     # asking its own questions after its approval asks them before the calls after it.
     while True:
+        resumed = False  # the answer taken is the run's resume, not one the task holds
+        if order is not None and not needs_answer:
+            if not order.turns.answer_waiting(order.pad):
+                # Decided, and no answer here (a run after update_state or a fork): asking would
+                # move the task's counter past the answers it holds.
+                break
+            resumed = not order.turns.holds(order.pad)
         try:
-            raw = interrupt(asking, response_schema=cast(type, ApprovalAnswer))
+            # A decided call repeating takes its answers as they are: one that is not an
+            # approval's (given to a later question) must not fail the run.
+            schema_of = cast(type, ApprovalAnswer) if needs_answer or order is None else None
+            raw = interrupt(asking, response_schema=schema_of)
         except GraphInterrupt:
+            if order is not None:
+                order.turns.took()
             if needs_answer:
                 raise
             # Decided already (ran, or a decision came from another channel): no question.
             break
         except ValidationError as exc:
+            if order is not None:
+                order.turns.took()
             # LangGraph checked the resume against the schema: say what it may be instead
             # of pydantic's list of every union member that did not match. Nothing is
             # recorded, and the question stays open for a resume that fits.
             raise _unusable(name, action_id, f"{exc.error_count()} validation errors") from None
+        if order is not None:
+            order.turns.took()
+        if resumed:
+            # Taken so that no later question gets it. After a crash that lost the task's
+            # answers it is this call's own, already recorded; after update_state or a fork it
+            # was given to a later question, which is asked again. Either way it decides
+            # nothing here.
+            break
+        if order is not None and not needs_answer:
+            # Decided: its answers are taken again only to keep the places its asking took
+            # (each answer sent back with a problem took one), and decide nothing: one left
+            # by a later question's resume (after update_state or a fork) may be anything.
+            try:
+                again = parse_answer(raw)
+            except Exception:
+                break
+            if _problem(again, name, schema, injected) is None:
+                break
+            continue
         answer = parse_answer(raw)
         problem = _problem(answer, name, schema, injected) if needs_answer else None
         if problem is None:

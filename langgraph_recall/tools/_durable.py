@@ -639,7 +639,7 @@ class DurableTools:
         out = with_stable_id(out, action.action_id)
         # Recorded with how many interrupt() answers the tool took (a repeat takes them again).
         order = asking_of(getattr(req.runtime, "config", None))
-        kept = with_asked(out, order.asked if order is not None else 0)
+        kept = out if order is None else with_asked(out, order.asked, order.task_id)
         if ride is not None and not is_error(out) and not needs_output(store, out):
             # Due until the task's write carries it (or any transaction of this process, or
             # the run's end, writes it first): no I/O here.
@@ -781,11 +781,11 @@ def begin(
 def _take_asks_again(request: Any, action: Action) -> Logic[None]:
     """A call answered from its record takes again, in its turn, the interrupt() answers its
     tool took when it ran, so each later call of the task gets the answer given to it."""
-    asked = recorded_asks(action)
+    asked, task_id = recorded_asks(action)
     order = asking_of(getattr(request.runtime, "config", None))
     if asked and order is not None:
         yield WaitTurn(order.turns, order.call_id)
-        order.replay(asked)
+        order.replay(asked, same_task=task_id is not None and task_id == order.task_id)
 
 
 def _finish(

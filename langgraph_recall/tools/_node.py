@@ -11,7 +11,6 @@ from langchain_core.messages import ToolCall
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_config_list
 from langchain_core.tools import BaseTool
-from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import (
     AsyncToolCallWrapper,
@@ -24,8 +23,8 @@ from langgraph.runtime import Runtime
 from .._context import configurable
 from .._errors import RecallError
 from ..store import RecallStore
-from ._durable import DEFAULT_DURABLE_TIMEOUT, DurableTools, Resolver
-from ._keys import CONFIG_KEY, IdempotencyKey, current_idempotency_key, key_parameters
+from ._durable import CONFIG_KEY_TASK_ID, DEFAULT_DURABLE_TIMEOUT, DurableTools, Resolver
+from ._keys import CONFIG_KEY, IdempotencyKey, current_idempotency_key, key_parameters, key_scope
 from ._order import Asking, Deferred, open_turns, scratchpad_of, turns_for
 from ._outcome import Output, SettleReport
 
@@ -105,7 +104,11 @@ class DurableToolNode(LoneCallInline):
 
     Compile the graph with ``store=RecallStore.open(...)`` and a checkpointer
     (``store.checkpointer()``). Your ``wrap_tool_call``/``awrap_tool_call`` keep working; they
-    run inside the durable wrapper, so a retrying wrapper retries under the same key.
+    run inside the durable wrapper, so a retrying wrapper retries under the same key. A sync
+    ``wrap_tool_call`` alone serves ``ainvoke`` too, run in a worker thread.
+
+    Several calls of one AI message ask their questions (approvals, ``interrupt()`` in a tool)
+    in the message's order, so each answer reaches its own question (``_order``).
 
     Dispatch: several calls of one AI message run in parallel, as in ToolNode; a lone call runs
     on the node's own thread (ToolNode starts and joins a thread pool even for one call, which
@@ -191,12 +194,12 @@ class DurableToolNode(LoneCallInline):
         call_id = str(call["id"])
         try:
             while True:
-                asking = Asking(turns, call_id, scratchpad_of(tool_runtime.config))
+                asking = Asking(turns, call_id, *_task_of(tool_runtime.config))
                 try:
                     return super()._run_one(call, input_type, _asking_runtime(tool_runtime, asking))
                 except Deferred:
                     turns.wait(call_id)  # then run again, its turn come
-                except GraphBubbleUp as exc:
+                except Exception as exc:  # an interrupt (GraphBubbleUp) or an error
                     return _Raised(exc)
         finally:
             turns.release(call_id)
@@ -208,13 +211,13 @@ class DurableToolNode(LoneCallInline):
         call_id = str(call["id"])
         try:
             while True:
-                asking = Asking(turns, call_id, scratchpad_of(tool_runtime.config))
+                asking = Asking(turns, call_id, *_task_of(tool_runtime.config))
                 try:
                     runtime = _asking_runtime(tool_runtime, asking)
                     return await super()._arun_one(call, input_type, runtime)
                 except Deferred:
                     await turns.await_turn(call_id)
-                except GraphBubbleUp as exc:
+                except Exception as exc:  # an interrupt (GraphBubbleUp) or an error
                     return _Raised(exc)
         finally:
             turns.release(call_id)
@@ -262,17 +265,25 @@ class DurableToolNode(LoneCallInline):
         return await self.durable.asettle(store, agent_id)
 
 
+def _task_of(config: Any) -> tuple[Any, str | None]:
+    """The task's scratchpad and id, from a call's config."""
+    task_id = configurable(config).get(CONFIG_KEY_TASK_ID)
+    return scratchpad_of(config), task_id if isinstance(task_id, str) else None
+
+
 def _call_ids(calls: list[ToolCall]) -> list[str]:
     """The ids of a task's calls, in the AI message's order: the order they ask in."""
     return [str(c["id"]) for c in calls if c.get("id")]
 
 
 class _Raised:
-    """A call of an ordered task that stopped at an interrupt (raised once all have run)."""
+    """A call of an ordered task that stopped at an interrupt or an error (raised once all
+    have run: under ainvoke, asyncio.gather raised the first at once, and a sibling still
+    running then had its record cut off, left in doubt though it ran)."""
 
     __slots__ = ("exc",)
 
-    def __init__(self, exc: GraphBubbleUp) -> None:
+    def __init__(self, exc: Exception) -> None:
         self.exc = exc
 
 
@@ -305,8 +316,30 @@ def _compose(
 
         return await durable.awrap_tool_call(request, inner)
 
-    # A user who gave only a sync wrapper gets ToolNode's own fallback: the sync chain, also
-    # under ainvoke (as a plain ToolNode would run their wrapper).
+    async def async_over_sync(
+        request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
+    ) -> Output:
+        # A user who gave only a sync wrapper: ToolNode would run the whole sync chain on the
+        # event loop's thread, where the durable call's wait for its AI message's checkpoint
+        # blocks the very loop that saves it (30 s, then refused). Here the durable part runs
+        # as async, the user's wrapper in a worker thread, and the tool back on the loop.
+        assert user_sync is not None
+        loop = asyncio.get_running_loop()
+
+        def execute_on_loop(req: ToolCallRequest) -> Any:
+            key = current_idempotency_key()  # the thread has the call's context; the loop not
+
+            async def keyed() -> Any:
+                with key_scope(key):
+                    return await execute(req)
+
+            return asyncio.run_coroutine_threadsafe(keyed(), loop).result()
+
+        async def inner(req: ToolCallRequest) -> Any:
+            return await asyncio.to_thread(user_sync, req, execute_on_loop)
+
+        return await durable.awrap_tool_call(request, inner)
+
     if user_sync is not None and user_async is None:
-        return sync_wrap, None
+        return sync_wrap, async_over_sync
     return sync_wrap, async_wrap

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp
+from langgraph.types import interrupt
 
 from .._errors import RecallError
 
@@ -45,6 +46,31 @@ class Turns:
         self._passed: set[str] = set()
         self._cond = threading.Condition()
         self._wakeups: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        # How far the task's interrupt() counter has gone in this run of the task. Calls ask
+        # one at a time, in turn, so only the call whose turn it is moves it (``took``).
+        self.position = 0
+
+    def took(self) -> None:
+        """An interrupt() of the task ran (it counted, answered or not)."""
+        with self._cond:
+            self.position += 1
+
+    def answer_waiting(self, pad: Any, resume: bool = True) -> bool:
+        """Whether an interrupt() asked now would get an answer: one the task holds at the
+        counter's next position, or (``resume``) the one the run was resumed with.
+
+        A run of the task after ``update_state`` or a fork (a new task), or after a crash that
+        lost the task's answers (its write was never saved), holds fewer than the calls took
+        when they ran. A call answered from its record must not move the counter past the
+        answers held (LangGraph's next interrupt() then failed, ``AssertionError(([], 1))``):
+        it takes the resume's answer when it may be its own (the same task: a crash), and
+        none otherwise, leaving it to the question it was given to."""
+        return self.holds(pad) or (resume and pad.get_null_resume(False) is not None)
+
+    def holds(self, pad: Any) -> bool:
+        """Whether the task holds an answer at the counter's next position (from its runs)."""
+        with self._cond:
+            return self.position < len(pad.resume)
 
     def ready(self, call_id: str) -> bool:
         """Whether every call before ``call_id`` is through."""
@@ -139,16 +165,18 @@ class Deferred(GraphBubbleUp):
 class Asking:
     """One call's view of its task's question counter (see the module doc)."""
 
-    def __init__(self, turns: Turns, call_id: str, pad: Any) -> None:
+    def __init__(self, turns: Turns, call_id: str, pad: Any, task_id: str | None) -> None:
         self.turns = turns
         self.call_id = call_id
         self.pad = pad
+        self.task_id = task_id  # the LangGraph task the call runs in
         self.asked = 0  # interrupt() calls inside the tool, in this attempt
 
     def _counter(self) -> int:
         if not self.turns.ready(self.call_id):
             raise Deferred()
         self.asked += 1
+        self.turns.took()
         return int(self.pad.interrupt_counter())
 
     def config(self, config: Any) -> Any:
@@ -157,11 +185,16 @@ class Asking:
         conf = {**(config.get("configurable") or {}), CONFIG_KEY_SCRATCHPAD: view, ASKING_KEY: self}
         return {**config, "configurable": conf}
 
-    def replay(self, asked: int) -> None:
+    def replay(self, asked: int, *, same_task: bool) -> None:
         """Take again the ``asked`` answers a call answered from its record took when it ran
-        (the caller waited for its turn): the calls after it then get their own."""
+        (the caller waited for its turn), as far as they are there (``same_task``: it ran in
+        this very task, so the run's resume may be one of them): the calls after it then get
+        their own."""
         for _ in range(asked):
-            self.pad.interrupt_counter()
+            if not self.turns.answer_waiting(self.pad, resume=same_task):
+                return
+            self.turns.took()
+            interrupt(None)  # takes that answer as the tool's own interrupt() did
 
 
 def asking_of(config: Any) -> Asking | None:

@@ -86,19 +86,22 @@ def with_stable_id(out: Output, action_id: str) -> Output:
     return out
 
 
-def with_asked(out: Output, asked: int) -> Output:
-    """The form of ``out`` to record when its tool took ``asked`` interrupt() answers."""
+def with_asked(out: Output, asked: int, task_id: str | None) -> Output:
+    """The form of ``out`` to record when its tool took ``asked`` interrupt() answers in the
+    LangGraph task ``task_id``."""
     if not asked or not isinstance(out, ToolMessage):
         return out
-    return out.model_copy(update={"additional_kwargs": {**out.additional_kwargs, ASKED: asked}})
+    kept = {**out.additional_kwargs, ASKED: {"n": asked, "task": task_id}}
+    return out.model_copy(update={"additional_kwargs": kept})
 
 
-def recorded_asks(action: Action) -> int:
-    """How many interrupt() answers the recorded run of ``action`` took."""
+def recorded_asks(action: Action) -> tuple[int, str | None]:
+    """How many interrupt() answers the recorded run of ``action`` took, and in which task."""
     result = action.result
-    if isinstance(result, ToolMessage):
-        return int(result.additional_kwargs.get(ASKED) or 0)
-    return 0
+    found = result.additional_kwargs.get(ASKED) if isinstance(result, ToolMessage) else None
+    if not isinstance(found, dict):
+        return 0, None
+    return int(found.get("n") or 0), found.get("task")
 
 
 def to_record(store: RecallStore, agent_id: str, out: Output) -> Output:
