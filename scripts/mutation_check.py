@@ -1271,10 +1271,56 @@ MUTATIONS = [
         "every call of an ordered task runs its course before the first interrupt is raised",
         "langgraph_recall/tools/_node.py",
         "                    await turns.await_turn(call_id)\n"
-        "                except GraphBubbleUp as exc:\n                    return _Raised(exc)\n",
+        "                except Exception as exc:  # an interrupt (GraphBubbleUp) or an error\n"
+        "                    return _Raised(exc)\n",
         "                    await turns.await_turn(call_id)\n"
-        "                except GraphBubbleUp as exc:\n                    raise\n",
+        "                except Exception as exc:  # an interrupt (GraphBubbleUp) or an error\n"
+        "                    raise\n",
         ("tests/test_tools_parallel.py::-k::gets_the_answer",),
+    ),
+    Mutation(
+        "approval_places_kept",
+        "a decided approval repeating takes as many answers as its asking took",
+        "langgraph_recall/tools/_approval.py",
+        "            if _problem(again, name, schema, injected) is None:\n                break\n"
+        "            continue\n",
+        "            break\n",
+        ("tests/test_tools_parallel.py::-k::sent_back",),
+    ),
+    Mutation(
+        "nothing_past_answers",
+        "a repeat never moves the task's counter past the answers it holds",
+        "langgraph_recall/tools/_order.py",
+        "            if not self.turns.answer_waiting(self.pad, resume=same_task):\n"
+        "                return\n",
+        "            pass\n",
+        ("tests/test_tools_parallel.py::-k::update_state",),
+    ),
+    Mutation(
+        "resume_same_task",
+        "after a crash that lost the step's answers, a repeat takes the resume's answer",
+        "langgraph_recall/tools/_durable.py",
+        "        order.replay(asked, same_task=task_id is not None and task_id == order.task_id)\n",
+        "        order.replay(asked, same_task=False)\n",
+        ("tests/test_tools_parallel.py::-k::crash_that",),
+    ),
+    Mutation(
+        "errors_do_not_cut_off",
+        "a call that raises lets its siblings finish before the error is raised",
+        "langgraph_recall/tools/_node.py",
+        "                    await turns.await_turn(call_id)\n"
+        "                except Exception as exc:  # an interrupt (GraphBubbleUp) or an error\n",
+        "                    await turns.await_turn(call_id)\n"
+        "                except GraphBubbleUp as exc:\n",
+        ("tests/test_tools_parallel.py::-k::does_not_cut_off",),
+    ),
+    Mutation(
+        "sync_wrapper_async",
+        "a sync-only wrap_tool_call serves ainvoke from a worker thread",
+        "langgraph_recall/tools/_node.py",
+        "        return sync_wrap, async_over_sync\n",
+        "        return sync_wrap, None\n",
+        ("tests/test_tools_calls.py::-k::sync_only_wrapper",),
     ),
     Mutation(
         "foreign_agent_run",
