@@ -596,20 +596,27 @@ def test_ai_message_without_an_id_still_gets_a_stable_key(store, tmp_path) -> No
 # --- time travel -----------------------------------------------------------------------------
 
 
-def test_time_travel_from_a_history_config_refuses_another_agent_and_repeats_nothing(
-    store, tmp_path
-) -> None:
-    effects = str(tmp_path / "e.log")
+def _sent_twice(store: Any, effects: str, thread: str) -> tuple[Any, Any]:
+    """Agent "billing" on ``thread`` sends to a, then to b; the graph and the state before the
+    first send, as ``get_state_history`` gives it (its config has no agent_id)."""
     node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"})
     script = [reply("", call("send", to="a")), reply("", call("send", to="b")), reply("done")]
     graph = build_graph(
-        node, script, store=store, checkpointer=store.checkpointer(), name_prefix="ai-tt"
+        node, script, store=store, checkpointer=store.checkpointer(), name_prefix=f"ai-{thread}"
     )
-    cfg = {"configurable": {"thread_id": "tt", "agent_id": "billing"}}
+    cfg = {"configurable": {"thread_id": thread, "agent_id": "billing"}}
     graph.invoke({"messages": [HumanMessage("go")]}, cfg)
     assert [e["to"] for e in read_effects(effects)] == ["a", "b"]
     older = [s for s in graph.get_state_history(cfg) if s.next == ("tools",)][-1]
     assert "agent_id" not in older.config["configurable"]
+    return graph, older
+
+
+def test_time_travel_from_a_history_config_refuses_another_agent_and_repeats_nothing(
+    store, tmp_path
+) -> None:
+    effects = str(tmp_path / "e.log")
+    graph, older = _sent_twice(store, effects, "tt")
     # The history's config has no agent_id: the replay ran as agent "tt", under new action
     # keys, and sent both emails again.
     with pytest.raises(RecallError) as err:
@@ -632,14 +639,7 @@ def test_update_state_from_a_history_config_writes_for_the_checkpoints_agent(
     store, tmp_path
 ) -> None:
     effects = str(tmp_path / "e.log")
-    node = DurableToolNode([_effect_tool(effects)], classes={"send": "external"})
-    script = [reply("", call("send", to="a")), reply("", call("send", to="b")), reply("done")]
-    graph = build_graph(
-        node, script, store=store, checkpointer=store.checkpointer(), name_prefix="ai-up"
-    )
-    cfg = {"configurable": {"thread_id": "up", "agent_id": "billing"}}
-    graph.invoke({"messages": [HumanMessage("go")]}, cfg)
-    older = [s for s in graph.get_state_history(cfg) if s.next == ("tools",)][-1]
+    graph, older = _sent_twice(store, effects, "up")
     # It took agent "up"'s lease (no bar to billing's runs) and stamped the fork for "up", so
     # a run from it was agent "up"'s and sent both emails again.
     fork = graph.update_state(older.config, {"messages": [HumanMessage("note", id="n1")]})

@@ -162,6 +162,16 @@ def _asking_tools(effects: str) -> list[Any]:
     return [delete_branch, refund, pay]
 
 
+def _asking_graph(store: Any, saver: Any, effects: str, calls: list[Any], **options: Any) -> Any:
+    """A graph whose model asks once for ``calls`` (one step), then answers "ok"."""
+    node = DurableToolNode(
+        _asking_tools(effects),
+        classes={"delete_branch": "external", "refund": "external", "pay": "external"},
+        **options,
+    )
+    return build_graph(node, [reply("", *calls), reply("ok")], store=store, checkpointer=saver)
+
+
 def _invoke(graph: Any, value: Any, config: dict[str, Any], mode: str) -> dict[str, Any]:
     # A loop of its own per run, as a script's asyncio.run(): what is still running when the run
     # returns is cancelled with the loop, not left to finish during the next run.
@@ -179,16 +189,8 @@ def test_an_answer_to_a_tools_question_never_approves_a_sibling_call(
     store, saver, tmp_path, mode
 ) -> None:
     effects = str(tmp_path / "e.log")
-    node = DurableToolNode(
-        _asking_tools(effects),
-        classes={"delete_branch": "external", "refund": "external", "pay": "external"},
-        approve=("pay",),
-    )
-    script = [
-        reply("", call("delete_branch", name="old"), call("pay", amount=9999, to="mallory")),
-        reply("done"),
-    ]
-    graph = build_graph(node, script, store=store, checkpointer=saver)
+    calls = [call("delete_branch", name="old"), call("pay", amount=9999, to="mallory")]
+    graph = _asking_graph(store, saver, effects, calls, approve=("pay",))
     cfg = {"configurable": {"thread_id": f"leak-{mode}"}}
     out = _invoke(graph, {"messages": [HumanMessage("go")]}, cfg, mode)
     assert _asked(out) == [{"confirm": "delete branch old?"}]
@@ -208,15 +210,8 @@ def test_each_question_inside_a_tool_gets_the_answer_given_to_it(
     store, saver, tmp_path, mode
 ) -> None:
     effects = str(tmp_path / "e.log")
-    node = DurableToolNode(
-        _asking_tools(effects),
-        classes={"delete_branch": "external", "refund": "external", "pay": "external"},
-    )
-    script = [
-        reply("", call("refund", order="o-1"), call("delete_branch", name="main")),
-        reply("ok"),
-    ]
-    graph = build_graph(node, script, store=store, checkpointer=saver)
+    calls = [call("refund", order="o-1"), call("delete_branch", name="main")]
+    graph = _asking_graph(store, saver, effects, calls)
     cfg = {"configurable": {"thread_id": f"shift-{mode}"}}
     out = _invoke(graph, {"messages": [HumanMessage("go")]}, cfg, mode)
     assert _asked(out) == [{"confirm": "refund o-1?"}]
@@ -236,17 +231,10 @@ def test_each_question_inside_a_tool_gets_the_answer_given_to_it(
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_quick_question_waits_for_the_calls_before_it(store, saver, tmp_path, mode) -> None:
     effects = str(tmp_path / "e.log")
-    node = DurableToolNode(
-        _asking_tools(effects),
-        classes={"delete_branch": "external", "refund": "external", "pay": "external"},
-    )
     # delete_branch looks its branch up before asking; refund asks at once, so it asked first
     # and took the answer given to the question shown (delete_branch's, the first call's).
-    script = [
-        reply("", call("delete_branch", name="old"), call("refund", order="o-1")),
-        reply("ok"),
-    ]
-    graph = build_graph(node, script, store=store, checkpointer=saver)
+    calls = [call("delete_branch", name="old"), call("refund", order="o-1")]
+    graph = _asking_graph(store, saver, effects, calls)
     cfg = {"configurable": {"thread_id": f"quick-{mode}"}}
     out = _invoke(graph, {"messages": [HumanMessage("go")]}, cfg, mode)
     assert _asked(out) == [{"confirm": "delete branch old?"}]
@@ -264,16 +252,8 @@ def test_an_edit_sent_back_with_a_problem_keeps_the_places_after_it(
     store, saver, tmp_path, mode
 ) -> None:
     effects = str(tmp_path / "e.log")
-    node = DurableToolNode(
-        _asking_tools(effects),
-        classes={"delete_branch": "external", "refund": "external", "pay": "external"},
-        approve=("pay",),
-    )
-    script = [
-        reply("", call("pay", amount=10, to="bob"), call("pay", amount=9999, to="mallory")),
-        reply("done"),
-    ]
-    graph = build_graph(node, script, store=store, checkpointer=saver)
+    calls = [call("pay", amount=10, to="bob"), call("pay", amount=9999, to="mallory")]
+    graph = _asking_graph(store, saver, effects, calls, approve=("pay",))
     cfg = {"configurable": {"thread_id": f"edit-{mode}"}}
     out = _invoke(graph, {"messages": [HumanMessage("go")]}, cfg, mode)
     # The first edit does not fit the tool and comes back with a problem: it took a place too,
@@ -297,15 +277,8 @@ def test_after_update_state_the_next_question_gets_the_next_answer(
     store, saver, tmp_path, mode
 ) -> None:
     effects = str(tmp_path / "e.log")
-    node = DurableToolNode(
-        _asking_tools(effects),
-        classes={"delete_branch": "external", "refund": "external", "pay": "external"},
-    )
-    script = [
-        reply("", call("refund", order="o-1"), call("delete_branch", name="main")),
-        reply("ok"),
-    ]
-    graph = build_graph(node, script, store=store, checkpointer=saver)
+    calls = [call("refund", order="o-1"), call("delete_branch", name="main")]
+    graph = _asking_graph(store, saver, effects, calls)
     cfg = {"configurable": {"thread_id": f"upd-{mode}"}}
     _invoke(graph, {"messages": [HumanMessage("go")]}, cfg, mode)
     out = _invoke(graph, Command(resume="yes"), cfg, mode)
