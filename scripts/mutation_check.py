@@ -1323,6 +1323,22 @@ MUTATIONS = [
         ("tests/test_tools_calls.py::-k::sync_only_wrapper",),
     ),
     Mutation(
+        "wrapper_own_thread",
+        "a sync-only wrapper under ainvoke waits on a thread of its own, not the loop's executor",
+        "langgraph_recall/tools/_node.py",
+        "            return await _in_own_thread(user_sync, req, execute_on_loop)\n",
+        "            return await asyncio.to_thread(user_sync, req, execute_on_loop)\n",
+        ("tests/test_tools_calls.py::-k::many_calls_at_once and sqlite",),
+    ),
+    Mutation(
+        "unusable_answer_marked",
+        "an unusable approval answer fails the run even with handle_tool_errors=True",
+        "langgraph_recall/tools/_approval.py",
+        "    setattr(err, _INVALID_RESUME, True)\n",
+        "    pass\n",
+        ("tests/test_tools_approval.py::-k::even_when",),
+    ),
+    Mutation(
         "foreign_agent_run",
         "a run on a thread another agent's checkpoints fill is refused",
         "langgraph_recall/checkpoint/_runs.py",

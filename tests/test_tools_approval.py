@@ -310,3 +310,27 @@ def test_approval_is_spent_by_one_attempt(zygotes, store_target, store, tmp_path
     assert _worker(z, store_target, "spent", effects, "continue") == 0
     assert _paid(effects) == []
     assert store.action(action.action_id).status == "not_done"
+
+
+def test_an_unusable_answer_raises_even_when_tool_errors_are_handled(
+    store, saver, tmp_path
+) -> None:
+    from fix_tools import build_graph, call, pay_tool, reply
+
+    from langgraph_recall.tools import DurableToolNode
+
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode(
+        [pay_tool(effects)], classes={"pay": "external"}, approve=("pay",), handle_tool_errors=True
+    )
+    script = [reply("", call("pay", amount=10, to="alice")), reply("done")]
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+    config, _ = _start(graph, "typo")
+    # With handle_tool_errors=True the refusal became the tool's answer: the question closed
+    # and the run went on to the model.
+    with pytest.raises(RecallError) as err:
+        graph.invoke(Command(resume={"type": "aprove"}), config)
+    assert err.value.code == "invalid_value" and "still open" in str(err.value)
+    [pending] = graph.get_state(config).interrupts
+    assert pending.value["type"] == "approval_request"
+    assert _paid(effects) == []

@@ -651,3 +651,24 @@ def test_update_state_from_a_history_config_writes_for_the_checkpoints_agent(
     with pytest.raises(RecallError) as err:
         graph.update_state(named, {"messages": [HumanMessage("x", id="n2")]})
     assert err.value.code == "invalid_value" and err.value.details["owner"] == "billing"
+
+
+@pytest.mark.timeout(60)
+def test_a_sync_only_wrapper_serves_many_calls_at_once_under_ainvoke(store, saver) -> None:
+    @tool("look")
+    def look(x: int) -> str:
+        """A sync tool."""
+        return f"saw {x}"
+
+    def passthrough(request, execute):
+        return execute(request)
+
+    # The wrapper waited for its tool on the loop's default executor, which ToolNode runs the
+    # sync tool on too: with as many calls as it has workers, every one waited, for good.
+    calls = [call("look", x=i) for i in range(12)]
+    node = DurableToolNode([look], classes={"look": "external"}, wrap_tool_call=passthrough)
+    graph = build_graph(node, [reply("", *calls), reply("ok")], store=store, checkpointer=saver)
+    inputs = {"messages": [HumanMessage("go")]}
+    out = asyncio.run(graph.ainvoke(inputs, _config("many-wrapped"), durability="sync"))
+    assert sorted(m.content for m in _tool_messages(out)) == sorted(f"saw {i}" for i in range(12))
+    assert {a.status for a in store.actions("many-wrapped")} == {"done"}

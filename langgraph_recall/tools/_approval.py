@@ -28,6 +28,11 @@ from typing import Any, Literal, Union, cast
 
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphInterrupt
+
+try:  # pragma: no cover - the mark's name differs across langgraph versions
+    from langgraph.errors import _INVALID_RESUME
+except ImportError:  # pragma: no cover
+    _INVALID_RESUME = "_langgraph_invalid_resume"
 from langgraph.types import interrupt
 from pydantic import ValidationError
 from typing_extensions import NotRequired, Required, TypedDict
@@ -293,7 +298,7 @@ def _problem(answer: Answer, name: str, schema: Any, injected: frozenset[str]) -
 
 
 def _unusable(name: str, action_id: str, why: str) -> RecallError:
-    return RecallError(
+    err = RecallError(
         f"the answer to the approval of {name} (action {action_id}) cannot be used ({why}). "
         "Nothing was recorded and the question is still open: resume with "
         '{"type": "approve"} (optionally with the "digest" shown), {"type": "edit", "args": '
@@ -302,6 +307,11 @@ def _unusable(name: str, action_id: str, why: str) -> RecallError:
         code="invalid_value",
         action_id=action_id,
     )
+    # LangGraph's own mark for a resume that does not fit its interrupt: ToolNode re-raises
+    # such an error even with handle_tool_errors=True (which made it a ToolMessage, the
+    # question closed and the run going on to the model).
+    setattr(err, _INVALID_RESUME, True)
+    return err
 
 
 def describe(name: str, args: dict[str, Any]) -> str:

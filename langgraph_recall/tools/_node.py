@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import dataclasses
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -265,6 +268,26 @@ class DurableToolNode(LoneCallInline):
         return await self.durable.asettle(store, agent_id)
 
 
+async def _in_own_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a thread of its own, in a copy of this context.
+
+    Not the loop's default executor (``asyncio.to_thread``): the user's wrapper waits there for
+    the tool, which ToolNode runs on that same executor; with as many calls as it has workers,
+    every worker waited for a tool that had none left to run on.
+    """
+    done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            done.set_result(context.run(fn, *args))
+        except BaseException as exc:  # handed to the awaiting coroutine, raised there
+            done.set_exception(exc)
+
+    threading.Thread(target=run, name="recall-sync-wrapper", daemon=True).start()
+    return await asyncio.wrap_future(done)
+
+
 def _task_of(config: Any) -> tuple[Any, str | None]:
     """The task's scratchpad and id, from a call's config."""
     task_id = configurable(config).get(CONFIG_KEY_TASK_ID)
@@ -336,7 +359,7 @@ def _compose(
             return asyncio.run_coroutine_threadsafe(keyed(), loop).result()
 
         async def inner(req: ToolCallRequest) -> Any:
-            return await asyncio.to_thread(user_sync, req, execute_on_loop)
+            return await _in_own_thread(user_sync, req, execute_on_loop)
 
         return await durable.awrap_tool_call(request, inner)
 
