@@ -392,3 +392,20 @@ def test_a_crash_that_loses_the_steps_answers_still_gives_each_its_own(
     }
     assert done["delete_branch"] == ("done", "kept main")
     assert done["refund"] == ("done", "refund o-1: yes")
+
+
+def test_a_call_waiting_too_long_for_its_turn_is_a_durability_error(monkeypatch) -> None:
+    from langgraph_recall import RecallError
+    from langgraph_recall.tools import _order
+
+    # The async wait raised a bare TimeoutError where the sync one raised RecallError.
+    monkeypatch.setattr(_order, "TURN_TIMEOUT", 0.05)
+    turns = _order.Turns(["first", "second"])
+    with pytest.raises(RecallError) as err:
+        turns.wait("second")
+    assert err.value.code == "durability"
+    with pytest.raises(RecallError) as err:
+        asyncio.run(turns.await_turn("second"))
+    assert err.value.code == "durability" and "second" in str(err.value)
+    turns.release("first")
+    turns.wait("second")

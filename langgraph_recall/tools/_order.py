@@ -86,11 +86,7 @@ class Turns:
     def wait(self, call_id: str) -> None:
         with self._cond:
             if not self._cond.wait_for(lambda: self._ready(call_id), TURN_TIMEOUT):
-                raise RecallError(
-                    f"tool call {call_id} waited {TURN_TIMEOUT:.0f}s for the calls before it "
-                    "in the same step to finish before asking its question",
-                    code="durability",
-                )
+                raise _waited_too_long(call_id)
 
     async def await_turn(self, call_id: str) -> None:
         loop = asyncio.get_running_loop()
@@ -100,7 +96,10 @@ class Turns:
                     return
                 event = asyncio.Event()
                 self._wakeups.append((loop, event))
-            await asyncio.wait_for(event.wait(), TURN_TIMEOUT)
+            try:
+                await asyncio.wait_for(event.wait(), TURN_TIMEOUT)
+            except asyncio.TimeoutError:
+                raise _waited_too_long(call_id) from None
 
     def release(self, call_id: str) -> None:
         with self._cond:
@@ -110,7 +109,16 @@ class Turns:
             self._cond.notify_all()
             wakeups, self._wakeups = self._wakeups, []
         for loop, event in wakeups:
-            loop.call_soon_threadsafe(event.set)
+            if not loop.is_closed():  # a waiter that gave up (timed out, cancelled) with its loop
+                loop.call_soon_threadsafe(event.set)
+
+
+def _waited_too_long(call_id: str) -> RecallError:
+    return RecallError(
+        f"tool call {call_id} waited {TURN_TIMEOUT:.0f}s for the calls before it in the same "
+        "step to finish before asking its question",
+        code="durability",
+    )
 
 
 # id(scratchpad) -> (scratchpad, turns). The scratchpad is held so its id cannot be reused
