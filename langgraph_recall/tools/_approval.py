@@ -14,8 +14,10 @@ Rules that keep a "yes" bound to what the person saw:
 - An approve or edit is recorded only as the answer to a pending request. LangGraph replays
   earlier resume values whenever a task re-runs (a crash, a sibling's interrupt); a replayed
   "yes" must not mint a second approval. A "no" is always recorded: it can only stop things.
-- Every gated call calls ``interrupt()`` exactly once per run of its task, even when it
-  already ran, so answers keep lining up with questions (see ``_order``).
+- A gated call asks in its turn, and one already decided takes again as many answers as its
+  asking took (each answer sent back with a problem took one), deciding nothing with them, so
+  answers keep lining up with questions (see ``_order``). With one call per task it asks once
+  per run of its task.
 - Spending the approval happens in the same transaction as the claim, against the digest of
   the arguments about to run (``_durable.begin``).
 """
