@@ -1459,6 +1459,14 @@ MUTATIONS = [
         "            pass\n",
         ("tests/test_middleware.py::-k::before_the_model",),
     ),
+    Mutation(
+        "durable_wait_no_thread",
+        "an async wait for a checkpoint's put holds no worker thread (ainvoke with many calls)",
+        "langgraph_recall/checkpoint/_durable.py",
+        "        if await durable.await_written(thread_id, checkpoint_id, timeout):\n",
+        '        if await __import__("asyncio").to_thread(durable.wait, thread_id, checkpoint_id, timeout):\n',
+        ("tests/test_tools_calls.py::-k::without_a_thread_each and sqlite",),
+    ),
 ]
 
 

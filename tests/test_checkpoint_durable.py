@@ -176,3 +176,30 @@ def test_a_waiter_finds_its_checkpoint_however_many_puts_land_before_it_wakes(
     assert log._wanted == {}  # once it has its answer, its entry may go like any other
     log.mark("t", "c-last")
     assert not log.seen("t", "c-mine")
+
+
+def test_an_async_waiter_is_woken_from_the_writing_thread_without_holding_one() -> None:
+    from langgraph_recall.checkpoint._durable import DurableLog
+
+    log = DurableLog(capacity=2)
+
+    def puts_land() -> None:  # a saver's background thread: more puts than the log keeps
+        log.mark("t", "c-mine")
+        log.mark("t", "c-refused", written=False)
+        for n in range(5):
+            log.mark("t", f"c-other-{n}")
+
+    async def main() -> tuple[bool, bool, bool]:
+        mine = asyncio.ensure_future(log.await_written("t", "c-mine", 20.0))
+        refused = asyncio.ensure_future(log.await_written("t", "c-refused", 20.0))
+        while log._waiters < 2:
+            await asyncio.sleep(0.001)
+        writer = threading.Thread(target=puts_land)
+        writer.start()
+        answers = (await mine, await refused, await log.await_written("t", "never", 0.05))
+        writer.join()
+        return answers
+
+    assert asyncio.run(main()) == (True, False, False)  # written, refused, timed out
+    assert log._waiters == 0 and log._wanted == {}
+    assert len(log._done) <= 4  # bounded again once no one waits

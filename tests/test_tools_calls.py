@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -672,3 +673,29 @@ def test_a_sync_only_wrapper_serves_many_calls_at_once_under_ainvoke(store, save
     out = asyncio.run(graph.ainvoke(inputs, _config("many-wrapped"), durability="sync"))
     assert sorted(m.content for m in _tool_messages(out)) == sorted(f"saw {i}" for i in range(12))
     assert {a.status for a in store.actions("many-wrapped")} == {"done"}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("layout", ["node", "send"])
+def test_many_parallel_calls_under_ainvoke_wait_for_their_checkpoint_without_a_thread_each(
+    store, saver, layout
+) -> None:
+    @tool("look")
+    async def look(x: int) -> str:
+        """An async tool."""
+        return f"saw {x}"
+
+    # Each call waits for its AI message's checkpoint, which durability="async" puts on the
+    # loop's default executor. The waits used to hold a worker each: with as many calls as it
+    # has workers (cpu + 4), the put never got one, and the run hung for durable_timeout.
+    calls = [call("look", x=i) for i in range((os.cpu_count() or 1) + 8)]
+    node = DurableToolNode([look], classes={"look": "external"}, durable_timeout=600)
+    graph = build_graph(
+        node, [reply("", *calls), reply("ok")], store=store, checkpointer=saver, layout=layout
+    )
+    inputs = {"messages": [HumanMessage("go")]}
+    out = asyncio.run(graph.ainvoke(inputs, _config(f"many-{layout}"), durability="async"))
+    assert sorted(m.content for m in _tool_messages(out)) == sorted(
+        f"saw {i}" for i in range(len(calls))
+    )
+    assert [a.status for a in store.actions(f"many-{layout}")] == ["done"] * len(calls)

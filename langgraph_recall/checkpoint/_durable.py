@@ -10,7 +10,6 @@ written by another process, are found in the saver itself.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections import OrderedDict
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 
 from .._context import agent_id_of, configurable, thread_id_of
+from .._wakeups import LoopWakeups, wait_for_event
 
 
 class DurableLog:
@@ -32,6 +32,8 @@ class DurableLog:
         # Condition methods) and notify only when someone waits, which is rare.
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
+        # Coroutines waiting (``await_written``): each parks an event, not a worker thread.
+        self._wakeups = LoopWakeups()
         self._waiters = 0
         # What the waiters wait for (a key -> how many wait for it): never evicted while wanted.
         self._wanted: dict[tuple[str, str], int] = {}
@@ -60,6 +62,7 @@ class DurableLog:
                 self._evict_one()
             if self._waiters:
                 self._cond.notify_all()
+                self._wakeups.wake_all()
 
     def _evict_one(self) -> None:
         # The oldest entry no one waits for. A waiter wakes only after this lock is free, and
@@ -80,8 +83,7 @@ class DurableLog:
         deadline = time.monotonic() + max(0.0, timeout)
         key = (thread_id, checkpoint_id)
         with self._cond:
-            self._waiters += 1
-            self._wanted[key] = self._wanted.get(key, 0) + 1
+            self._want(key)
             try:
                 while key not in self._done:
                     left = deadline - time.monotonic()
@@ -90,11 +92,42 @@ class DurableLog:
                     self._cond.wait(left)
                 return self._done[key]
             finally:
-                self._waiters -= 1
-                if self._wanted[key] == 1:
-                    del self._wanted[key]
-                else:
-                    self._wanted[key] -= 1
+                self._unwant(key)
+
+    async def await_written(self, thread_id: str, checkpoint_id: str, timeout: float) -> bool:
+        """``wait`` for a coroutine: it holds no thread while it waits.
+
+        Waiting on a worker thread (``asyncio.to_thread(wait)``) stalled ``ainvoke``: with as
+        many parallel tool calls as the loop's default executor has workers, every worker
+        waited for a checkpoint whose put was queued behind them on that same executor."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        key = (thread_id, checkpoint_id)
+        with self._lock:
+            self._want(key)
+        try:
+            while True:
+                with self._lock:
+                    if key in self._done:
+                        return self._done[key]
+                    event = self._wakeups.add()  # under the lock: no mark slips in between
+                if not await wait_for_event(event, deadline - time.monotonic()):
+                    with self._lock:
+                        return self._done.get(key, False)
+        finally:
+            with self._lock:
+                self._unwant(key)
+
+    def _want(self, key: tuple[str, str]) -> None:
+        # Under the lock. A wanted entry is never evicted, and ``mark`` wakes only when wanted.
+        self._waiters += 1
+        self._wanted[key] = self._wanted.get(key, 0) + 1
+
+    def _unwant(self, key: tuple[str, str]) -> None:
+        self._waiters -= 1
+        if self._wanted[key] == 1:
+            del self._wanted[key]
+        else:
+            self._wanted[key] -= 1
 
 
 class DurabilityBarrier:
@@ -146,7 +179,7 @@ class DurabilityBarrier:
             return True
         if _durability(config) == "exit":
             return False
-        if await asyncio.to_thread(durable.wait, thread_id, checkpoint_id, timeout):
+        if await durable.await_written(thread_id, checkpoint_id, timeout):
             return True
         return await self._awritten(thread_id, checkpoint_id)
 

@@ -18,7 +18,6 @@ interrupted tool is run again by LangGraph. With one call per task (the ``Send``
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import threading
 from collections.abc import Iterator, Sequence
@@ -29,6 +28,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import interrupt
 
 from .._errors import RecallError
+from .._wakeups import LoopWakeups, wait_for_event
 
 try:  # pragma: no cover - location differs across langgraph versions
     from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
@@ -45,7 +45,7 @@ class Turns:
         self._order = list(order)
         self._passed: set[str] = set()
         self._cond = threading.Condition()
-        self._wakeups: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._wakeups = LoopWakeups()
         # How far the task's interrupt() counter has gone in this run of the task. Calls ask
         # one at a time, in turn, so only the call whose turn it is moves it (``took``).
         self.position = 0
@@ -89,17 +89,13 @@ class Turns:
                 raise _waited_too_long(call_id)
 
     async def await_turn(self, call_id: str) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             with self._cond:
                 if self._ready(call_id):
                     return
-                event = asyncio.Event()
-                self._wakeups.append((loop, event))
-            try:
-                await asyncio.wait_for(event.wait(), TURN_TIMEOUT)
-            except asyncio.TimeoutError:
-                raise _waited_too_long(call_id) from None
+                event = self._wakeups.add()
+            if not await wait_for_event(event, TURN_TIMEOUT):
+                raise _waited_too_long(call_id)
 
     def release(self, call_id: str) -> None:
         with self._cond:
@@ -107,10 +103,7 @@ class Turns:
                 return
             self._passed.add(call_id)
             self._cond.notify_all()
-            wakeups, self._wakeups = self._wakeups, []
-        for loop, event in wakeups:
-            if not loop.is_closed():  # a waiter that gave up (timed out, cancelled) with its loop
-                loop.call_soon_threadsafe(event.set)
+            self._wakeups.wake_all()
 
 
 def _waited_too_long(call_id: str) -> RecallError:
