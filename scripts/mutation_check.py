@@ -1467,6 +1467,25 @@ MUTATIONS = [
         '        if await __import__("asyncio").to_thread(durable.wait, thread_id, checkpoint_id, timeout):\n',
         ("tests/test_tools_calls.py::-k::without_a_thread_each and sqlite",),
     ),
+    Mutation(
+        "lease_wait_no_thread",
+        "runs queued for a busy agent under ainvoke wait on the loop, not on worker threads",
+        "langgraph_recall/checkpoint/_saver.py",
+        "        run = await self._abegin(config, loop, Entry.here())\n",
+        "        run = await asyncio.to_thread(runs.begin, config, loop, Entry.here())\n",
+        (
+            "tests/test_checkpoint_lease.py::-k::queued_under_ainvoke and sqlite",
+            "tests/test_checkpoint_lease.py::-k::held_elsewhere and sqlite",
+        ),
+    ),
+    Mutation(
+        "slot_wakes_coroutines",
+        "giving an agent back wakes the coroutines of this process queued for it",
+        "langgraph_recall/checkpoint/_lease.py",
+        "            self._given_back.wake_all()\n",
+        "            pass\n",
+        ("tests/test_checkpoint_lease.py::-k::queued_under_ainvoke and sqlite",),
+    ),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -382,3 +383,53 @@ def test_closing_the_checkpointer_under_a_write_on_its_way_is_lease_lost(
         graph.invoke(turn_input("go", 3), config("t-close", "closing"), durability="sync")
     assert err.value.code == "lease_lost"
     assert closed == [True]
+
+
+def _many() -> int:
+    # More than the loop's default executor has workers (min(32, cpu + 4)).
+    return (os.cpu_count() or 1) + 8
+
+
+@pytest.mark.timeout(120)
+def test_runs_of_one_agent_queued_under_ainvoke_each_get_their_turn(store: RecallStore) -> None:
+    cp = store.checkpointer(lease_ttl=30, wait=20)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+
+    async def queue() -> list[Any]:
+        runs = (
+            graph.ainvoke(turn_input(f"m{i}", 1), config(f"t{i}", "agent-1"))
+            for i in range(_many())
+        )
+        return await asyncio.gather(*runs, return_exceptions=True)
+
+    # Each queued run used to wait on a worker thread of the loop's executor, which the run
+    # holding the lease needs for its checkpoints: it could not finish, and they all gave up.
+    results = asyncio.run(queue())
+    assert [type(r).__name__ for r in results] == ["dict"] * _many()
+    assert [r["n"] for r in results] == [1] * _many()
+    cp.close()
+
+
+@pytest.mark.timeout(120)
+def test_runs_waiting_for_agents_held_elsewhere_leave_other_runs_free(store: RecallStore) -> None:
+    held = [f"busy-{i}" for i in range(_many())]
+    epochs = {agent: store.acquire_lease(agent, "elsewhere", 60).epoch for agent in held}
+    cp = store.checkpointer(lease_ttl=30, wait=20)
+    graph = step_graph().compile(checkpointer=cp, store=store)
+
+    async def main() -> tuple[bool, list[Any]]:
+        waiting = [
+            asyncio.ensure_future(graph.ainvoke(turn_input("w", 1), config(f"t-{a}", a)))
+            for a in held
+        ]
+        await asyncio.sleep(0.2)  # they are all polling the lease now
+        free = await graph.ainvoke(turn_input("f", 1), config("t-free", "free"))
+        none_done = free["n"] == 1 and not any(task.done() for task in waiting)
+        for agent in held:
+            await asyncio.to_thread(store.release_lease, agent, "elsewhere", epochs[agent])
+        return none_done, await asyncio.gather(*waiting, return_exceptions=True)
+
+    none_done, results = asyncio.run(main())
+    assert none_done, "the free agent's run waited for the others to give up"
+    assert [type(r).__name__ for r in results] == ["dict"] * _many()
+    cp.close()

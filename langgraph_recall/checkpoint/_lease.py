@@ -20,6 +20,7 @@ makes), under one holder id, ``hostname:pid:uuid``. It keeps at most one lease p
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import socket
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import LeaseHeld, LeaseLost, RecallError
+from .._wakeups import LoopWakeups, wait_for_event
 
 if TYPE_CHECKING:
     from ..store import RecallStore
@@ -72,6 +74,31 @@ def check_wait(wait: Any) -> None:
         )
 
 
+class Backoff:
+    """When to try a busy agent's lease again: the sync and async waits share it."""
+
+    def __init__(self, wait: float) -> None:
+        self.deadline = time.monotonic() + wait
+        self.pause = 0.02
+
+    def after(self, exc: LeaseHeld) -> float:
+        """Seconds to wait before the next attempt; raises ``exc`` once ``wait`` is spent.
+
+        A run of this process is waited for until it gives the agent back (its release wakes
+        the waiter), another process's lease is polled, backing off to 0.5 s and never sleeping
+        past its expiry."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise exc
+        expires_at = exc.details.get("expires_at")
+        if expires_at is None:
+            return left
+        expires_in = float(expires_at) - time.time()
+        seconds = max(0.005, min(self.pause, left, max(expires_in, 0.005)))
+        self.pause = min(self.pause * 2, 0.5)
+        return seconds
+
+
 class LeaseKeeper:
     """Acquire, renew in the background, check before writes, release. Thread-safe."""
 
@@ -99,6 +126,7 @@ class LeaseKeeper:
         # renew) and a lease is taken, and at close.
         lock = threading.RLock()
         self._cond = threading.Condition(lock)
+        self._given_back = LoopWakeups()  # coroutines waiting for a slot (``apause``)
         self._wake = threading.Condition(lock)
         self._renewer_idle = False
         self._renewer: threading.Thread | None = None
@@ -116,46 +144,60 @@ class LeaseKeeper:
 
     def acquire(self, agent_id: str, control: Any = None, wait: float | None = None) -> HeldLease:
         """Take the agent's lease for this process, or raise ``LeaseHeld`` after ``wait`` s."""
-        deadline = time.monotonic() + (self.wait if wait is None else wait)
-        pause = 0.02
+        backoff = Backoff(self.wait if wait is None else wait)
         while True:
-            with self._cond:
-                mine = self._held.get(agent_id)
-                if mine is None:
-                    # Reserve the slot before the database call, so two threads of this process
-                    # cannot both take the (same-holder, hence re-entrant) database lease.
-                    held = HeldLease(agent_id, epoch=-1, valid_until=0.0)
-                    self._held[agent_id] = held
-                    break
-                if time.monotonic() >= deadline:
-                    raise LeaseHeld(
-                        f"agent {agent_id!r} is already running in this process ({self.holder}); "
-                        "nothing ran. Wait for that run to finish, pass wait= to queue, or use "
-                        "a different agent_id.",
-                        agent_id=agent_id,
-                        holder=self.holder,
-                        expires_at=None,
-                        epoch=mine.epoch,
-                    )
-                self._cond.wait(max(0.0, deadline - time.monotonic()))
+            try:
+                return self.try_acquire(agent_id, control)
+            except LeaseHeld as exc:
+                seconds = backoff.after(exc)
+                if self.held_here(exc):
+                    with self._cond:  # woken when this process's run gives the agent back
+                        self._cond.wait_for(lambda: agent_id not in self._held, seconds)
+                else:
+                    time.sleep(seconds)
+
+    async def apause(self, agent_id: str, exc: LeaseHeld, seconds: float) -> None:
+        """``acquire``'s wait between attempts, for a coroutine: it holds no worker thread.
+
+        Runs of one agent queued under ``ainvoke`` (``wait=``) each held a default-executor
+        worker while they waited; with as many of them as it has workers (cpu + 4), the run
+        holding the lease could not write its checkpoints, and they all timed out."""
+        if not self.held_here(exc):
+            await asyncio.sleep(seconds)
+            return
+        with self._cond:
+            if agent_id not in self._held:
+                return
+            event = self._given_back.add()
+        await wait_for_event(event, seconds)
+
+    def held_here(self, exc: LeaseHeld) -> bool:
+        """Whether ``exc`` was raised because a run of this very process holds the agent."""
+        return bool(exc.details.get("holder") == self.holder)
+
+    def try_acquire(self, agent_id: str, control: Any = None) -> HeldLease:
+        """Take the agent's lease now, or raise ``LeaseHeld`` (held here, or by another)."""
+        with self._cond:
+            mine = self._held.get(agent_id)
+            if mine is not None:
+                raise LeaseHeld(
+                    f"agent {agent_id!r} is already running in this process ({self.holder}); "
+                    "nothing ran. Wait for that run to finish, pass wait= to queue, or use "
+                    "a different agent_id.",
+                    agent_id=agent_id,
+                    holder=self.holder,
+                    expires_at=None,
+                    epoch=mine.epoch,
+                )
+            # Reserve the slot before the database call, so two threads of this process
+            # cannot both take the (same-holder, hence re-entrant) database lease.
+            held = HeldLease(agent_id, epoch=-1, valid_until=0.0)
+            self._held[agent_id] = held
+        started = time.monotonic()
         try:
-            while True:
-                started = time.monotonic()
-                try:
-                    lease = self.store.acquire_lease(agent_id, self.holder, self.ttl)
-                    break
-                except LeaseHeld as exc:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise
-                    # Poll: the holder may release at any moment, or its lease may expire.
-                    expires_in = float(exc.details.get("expires_at") or 0) - time.time()
-                    time.sleep(max(0.005, min(pause, left, max(expires_in, 0.005))))
-                    pause = min(pause * 2, 0.5)
+            lease = self.store.acquire_lease(agent_id, self.holder, self.ttl)
         except BaseException:
-            with self._cond:
-                self._held.pop(agent_id, None)
-                self._cond.notify_all()
+            self._give_back_slot(agent_id)
             raise
         with self._cond:
             held.epoch = lease.epoch
@@ -163,6 +205,13 @@ class LeaseKeeper:
             if control is not None:
                 held.controls.append(control)
             self._start_renewer()
+        return held
+
+    def _give_back_slot(self, agent_id: str) -> HeldLease | None:
+        with self._cond:
+            held = self._held.pop(agent_id, None)
+            self._cond.notify_all()
+            self._given_back.wake_all()
         return held
 
     def release(
@@ -173,9 +222,7 @@ class LeaseKeeper:
         ``final(holder, epoch)``, if given, is what gives it back in the database: a run's end
         that records its last turns in the same transaction (``_runs.FinalWrite``).
         """
-        with self._cond:
-            held = self._held.pop(agent_id, None)
-            self._cond.notify_all()
+        held = self._give_back_slot(agent_id)
         if held is None or held.epoch < 0:
             return None
         if held.lost is None:

@@ -241,11 +241,17 @@ class RunLifecycle:
     def run_of(self, agent_id: str) -> Run | None:
         return self.by_agent.get(agent_id)
 
-    def begin(self, config: RunnableConfig, loop: Any, entry: Entry | None = None) -> Run | None:
+    def begin(
+        self,
+        config: RunnableConfig,
+        loop: Any,
+        entry: Entry | None = None,
+        wait: float | None = None,
+    ) -> Run | None:
         """Take the lease and refuse a resubmitted turn. None if this run already began.
 
         ``entry``: who is entering ``loop`` (the caller of ``get_tuple``; this may run on a
-        worker thread)."""
+        worker thread). ``wait``: seconds to wait for a busy agent (default: the keeper's)."""
         key = run_key(config)
         assert key is not None
         with self.lock:
@@ -258,7 +264,7 @@ class RunLifecycle:
         # A run of this agent whose loop failed to enter still holds the slot: end it first,
         # or this run would be refused (lease_held) by a run that is not running.
         self.reap(agent_id, entry)
-        lease = self.keeper.acquire(agent_id, control)
+        lease = self.keeper.acquire(agent_id, control, wait)
         try:
             turn_id = turn_id_of(config)
             if turn_id and loop is not None and is_new_input(loop.input):

@@ -44,7 +44,7 @@ from ._capabilities import variant
 from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
 from ._fence import is_fence_error
-from ._lease import LeaseKeeper, check_wait, new_holder_id
+from ._lease import Backoff, LeaseKeeper, check_wait, new_holder_id
 from ._plans import Planner, PlanRider, Plans, attempts_of, close_not_started, take
 from ._recording import Recorder, messages_in
 from ._runs import Entry, Run, RunLifecycle, find_loop, foreign_agent, owner_of, run_key
@@ -297,7 +297,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             return await self._acall("get_tuple", config)
         runs = self._shared.runs
         loop = find_loop(config)  # before any await: the frame chain is the caller's now
-        run = await asyncio.to_thread(runs.begin, config, loop, Entry.here())
+        run = await self._abegin(config, loop, Entry.here())
         if run is None:
             return await self._acall("get_tuple", config)
         self._learn_graph(run, loop)
@@ -310,6 +310,17 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             raise
         runs.end_at_exit(loop, run)
         return saved
+
+    async def _abegin(self, config: RunnableConfig, loop: Any, entry: Entry) -> Run | None:
+        """``runs.begin`` for ``aget_tuple``: each attempt runs on a worker thread, and the
+        waits between them (a busy agent, ``wait=``) on the event loop (``apause``)."""
+        keeper = self._shared.keeper
+        backoff = Backoff(keeper.wait)
+        while True:
+            try:
+                return await asyncio.to_thread(self._shared.runs.begin, config, loop, entry, 0.0)
+            except LeaseHeld as exc:
+                await keeper.apause(agent_id_of(config), exc, backoff.after(exc))
 
     def list(
         self,
