@@ -1486,6 +1486,14 @@ MUTATIONS = [
         "            pass\n",
         ("tests/test_checkpoint_lease.py::-k::queued_under_ainvoke and sqlite",),
     ),
+    Mutation(
+        "cancelled_wrapper_no_tool",
+        "a sync-only wrapper cancelled under ainvoke does not start the tool afterwards",
+        "langgraph_recall/tools/_node.py",
+        "                    if gone.is_set():  # checked on the loop, where the cancellation lands\n",
+        "                    if False:\n",
+        ("tests/test_tools_calls.py::-k::cancelled_under_ainvoke and sqlite",),
+    ),
 ]
 
 

@@ -699,3 +699,42 @@ def test_many_parallel_calls_under_ainvoke_wait_for_their_checkpoint_without_a_t
         f"saw {i}" for i in range(len(calls))
     )
     assert [a.status for a in store.actions(f"many-{layout}")] == ["done"] * len(calls)
+
+
+def test_a_sync_wrapper_cancelled_under_ainvoke_does_not_start_the_tool_afterwards(
+    store, saver, tmp_path
+) -> None:
+    effects = str(tmp_path / "effects.log")
+    asked = threading.Event()
+    go_on = threading.Event()
+
+    @tool("send")
+    def send(to: str) -> str:
+        """Sends something."""
+        record_effect(effects, to=to)
+        return "sent"
+
+    def slow_wrapper(request, execute):
+        asked.set()
+        go_on.wait(30)  # the caller is cancelled while the wrapper is here
+        return execute(request)
+
+    node = DurableToolNode([send], classes={"send": "external"}, wrap_tool_call=slow_wrapper)
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+
+    async def cancelled_run() -> None:
+        run = asyncio.ensure_future(
+            graph.ainvoke({"messages": [HumanMessage("go")]}, _config("cancelled"))
+        )
+        await asyncio.to_thread(asked.wait, 30)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        go_on.set()  # the wrapper now asks for the tool: its caller is gone
+        await asyncio.sleep(0.5)
+
+    asyncio.run(cancelled_run())
+    assert read_effects(effects) == [], "the tool ran after its caller was cancelled"
+    assert [a.status for a in store.actions("cancelled")] == ["open"]  # settled on resume

@@ -279,6 +279,8 @@ async def _in_own_thread(fn: Callable[..., Any], *args: Any) -> Any:
     context = contextvars.copy_context()
 
     def run() -> None:
+        if not done.set_running_or_notify_cancel():  # the caller was cancelled already
+            return
         try:
             done.set_result(context.run(fn, *args))
         except BaseException as exc:  # handed to the awaiting coroutine, raised there
@@ -349,17 +351,34 @@ def _compose(
         assert user_sync is not None
         loop = asyncio.get_running_loop()
 
-        def execute_on_loop(req: ToolCallRequest) -> Any:
-            key = current_idempotency_key()  # the thread has the call's context; the loop not
-
-            async def keyed() -> Any:
-                with key_scope(key):
-                    return await execute(req)
-
-            return asyncio.run_coroutine_threadsafe(keyed(), loop).result()
-
         async def inner(req: ToolCallRequest) -> Any:
-            return await _in_own_thread(user_sync, req, execute_on_loop)
+            # Set, on the loop, when this call is cancelled (ainvoke cancelled or timed out).
+            # The user's wrapper goes on in its thread, as asyncio.to_thread's would; what it
+            # asks of the tool afterwards must not run: the caller is gone, and the record it
+            # left open is settled as in doubt, never by a tool that ran unseen.
+            gone = threading.Event()
+            started: list[concurrent.futures.Future[Any]] = []
+
+            def execute_on_loop(req: ToolCallRequest) -> Any:
+                key = current_idempotency_key()  # the thread has the call's context; the loop not
+
+                async def keyed() -> Any:
+                    if gone.is_set():  # checked on the loop, where the cancellation lands
+                        raise asyncio.CancelledError()
+                    with key_scope(key):
+                        return await execute(req)
+
+                future = asyncio.run_coroutine_threadsafe(keyed(), loop)
+                started.append(future)
+                return future.result()
+
+            try:
+                return await _in_own_thread(user_sync, req, execute_on_loop)
+            except asyncio.CancelledError:
+                gone.set()
+                for future in started:
+                    future.cancel()
+                raise
 
         return await durable.awrap_tool_call(request, inner)
 
