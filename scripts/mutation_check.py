@@ -1490,9 +1490,47 @@ MUTATIONS = [
         "cancelled_wrapper_no_tool",
         "a sync-only wrapper cancelled under ainvoke does not start the tool afterwards",
         "langgraph_recall/tools/_node.py",
-        "                    if gone.is_set():  # checked on the loop, where the cancellation lands\n",
-        "                    if False:\n",
+        "                    if gone.is_set():\n                        raise asyncio.CancelledError()\n",
+        "                    if False:\n                        raise asyncio.CancelledError()\n",
         ("tests/test_tools_calls.py::-k::cancelled_under_ainvoke and sqlite",),
+    ),
+    Mutation(
+        "release_before_slot",
+        "a run gives its agent's slot back only after the database release",
+        "langgraph_recall/checkpoint/_lease.py",
+        '            lost = held.lost\n        try:\n            if held.epoch >= 0 and lost is None:\n                try:\n                    if final is None:\n                        self.store.release_lease(agent_id, self.holder, held.epoch)\n                    else:\n                        final(self.holder, held.epoch)\n                except Exception as exc:  # it expires anyway; the next run just waits for that\n                    warnings.warn(\n                        f"could not release the lease of agent {agent_id!r} ({exc}); it "\n                        f"expires in at most {self.ttl:.0f}s",\n                        RuntimeWarning,\n                        stacklevel=2,\n                    )\n        finally:\n            # The slot goes only after the database release. A run of this process queued for\n            # the agent re-takes the lease as the same holder, at the same epoch: had it taken\n            # the slot first, this release would then have ended its lease under it, and it\n            # ran on with a lease the database showed free to any other process.\n            self._give_back_slot(agent_id)\n        return lost\n',
+        '            lost = held.lost\n        self._give_back_slot(agent_id)\n        try:\n            if held.epoch >= 0 and lost is None:\n                try:\n                    if final is None:\n                        self.store.release_lease(agent_id, self.holder, held.epoch)\n                    else:\n                        final(self.holder, held.epoch)\n                except Exception as exc:  # it expires anyway; the next run just waits for that\n                    warnings.warn(\n                        f"could not release the lease of agent {agent_id!r} ({exc}); it "\n                        f"expires in at most {self.ttl:.0f}s",\n                        RuntimeWarning,\n                        stacklevel=2,\n                    )\n        finally:\n            # The slot goes only after the database release. A run of this process queued for\n            # the agent re-takes the lease as the same holder, at the same epoch: had it taken\n            # the slot first, this release would then have ended its lease under it, and it\n            # ran on with a lease the database showed free to any other process.\n            pass\n        return lost\n',
+        ("tests/test_checkpoint_lease.py::-k::database_shows_free and postgres",),
+    ),
+    Mutation(
+        "update_wait_no_thread",
+        "an aupdate_state waiting for a busy agent holds no worker thread",
+        "langgraph_recall/checkpoint/_saver.py",
+        "            md, agent_id, own = await self._shared.keeper.aretry(\n"
+        "                lambda: self._before_put(config, metadata, 0.0)\n"
+        "            )\n",
+        "            md, agent_id, own = await asyncio.to_thread(self._before_put, config, metadata)\n",
+        ("tests/test_checkpoint_lease.py::-k::held_elsewhere and sqlite and aupdate_state",),
+    ),
+    Mutation(
+        "wait_keeps_cancel",
+        "a coroutine cancelled just after its wake-up stays cancelled",
+        "langgraph_recall/_wakeups.py",
+        "        timer = loop.call_later(max(0.0, timeout), _resolve, future, False)\n"
+        "        try:\n"
+        "            return await future\n",
+        "        timer = loop.call_later(max(0.0, timeout), _resolve, future, False)\n"
+        "        try:\n"
+        "            return await asyncio.wait_for(future, 1e6)\n",
+        ("tests/test_checkpoint_durable.py::-k::cancelled_just_after",),
+    ),
+    Mutation(
+        "waiters_discarded",
+        "a waiter that timed out or was cancelled leaves no entry (nor its loop) behind",
+        "langgraph_recall/_wakeups.py",
+        "            self._discard(future)  # one that timed out or was cancelled (woken: already gone)\n",
+        "            pass\n",
+        ("tests/test_checkpoint_durable.py::-k::gave_up",),
     ),
 ]
 

@@ -203,3 +203,62 @@ def test_an_async_waiter_is_woken_from_the_writing_thread_without_holding_one() 
     assert asyncio.run(main()) == (True, False, False)  # written, refused, timed out
     assert log._waiters == 0 and log._wanted == {}
     assert len(log._done) <= 4  # bounded again once no one waits
+
+
+def _log_waiter() -> tuple[Any, Any]:
+    from langgraph_recall.checkpoint._durable import DurableLog
+
+    log = DurableLog()
+    return log.await_written("t", "c", 10.0), lambda: log.mark("t", "c")
+
+
+def _turn_waiter() -> tuple[Any, Any]:
+    from langgraph_recall.tools._order import Turns
+
+    turns = Turns(["first", "second"])
+    return turns.await_turn("second"), lambda: turns.release("first")
+
+
+@pytest.mark.parametrize("make", [_log_waiter, _turn_waiter], ids=["checkpoint", "turn"])
+def test_a_waiter_cancelled_just_after_its_wake_up_stays_cancelled(make: Any) -> None:
+    # asyncio.wait_for (Python 3.11 and older) swallowed a cancellation that landed just after
+    # the wait ended: a cancelled ainvoke went on to run the tool it had been waiting for.
+    async def trial(ticks: int) -> str:
+        wait, wake = make()
+        waiting = asyncio.ensure_future(wait)
+        await asyncio.sleep(0.01)  # parked
+        wake()
+        for _ in range(ticks):
+            await asyncio.sleep(0)
+        if not waiting.cancel():
+            return "done before the cancel"
+        try:
+            await waiting
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "went on"
+
+    async def trials() -> list[str]:
+        return [await trial(ticks) for ticks in range(6)]
+
+    outcomes = asyncio.run(trials())
+    assert "went on" not in outcomes and "cancelled" in outcomes, outcomes
+
+
+def test_waiters_that_gave_up_leave_nothing_behind() -> None:
+    from langgraph_recall.checkpoint._durable import DurableLog
+
+    log = DurableLog()
+
+    async def cancelled() -> None:
+        waiting = asyncio.ensure_future(log.await_written("t", "never", 10.0))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    for _ in range(20):  # one event loop per request, as a web server's handlers might
+        assert asyncio.run(log.await_written("t", "never", 0.0)) is False
+        asyncio.run(cancelled())
+    # Each kept its closed loop alive until the next put that someone waited for.
+    assert log._wakeups._waiting == [] and log._waiters == 0 and log._wanted == {}

@@ -411,25 +411,62 @@ def test_runs_of_one_agent_queued_under_ainvoke_each_get_their_turn(store: Recal
 
 
 @pytest.mark.timeout(120)
-def test_runs_waiting_for_agents_held_elsewhere_leave_other_runs_free(store: RecallStore) -> None:
+@pytest.mark.parametrize("waiting_with", ["ainvoke", "aupdate_state"])
+def test_waiting_for_agents_held_elsewhere_leaves_other_runs_free(
+    store: RecallStore, waiting_with: str
+) -> None:
     held = [f"busy-{i}" for i in range(_many())]
-    epochs = {agent: store.acquire_lease(agent, "elsewhere", 60).epoch for agent in held}
     cp = store.checkpointer(lease_ttl=30, wait=20)
     graph = step_graph().compile(checkpointer=cp, store=store)
+    if waiting_with == "aupdate_state":
+        for agent in held:  # a checkpoint to update
+            graph.invoke(turn_input("x", 1), config(f"t-{agent}", agent))
+    epochs = {agent: store.acquire_lease(agent, "elsewhere", 60).epoch for agent in held}
+
+    def wait_for(agent: str) -> Any:
+        if waiting_with == "aupdate_state":
+            return graph.aupdate_state(config(f"t-{agent}", agent), {"n": 0})
+        return graph.ainvoke(turn_input("w", 1), config(f"t-{agent}", agent))
 
     async def main() -> tuple[bool, list[Any]]:
-        waiting = [
-            asyncio.ensure_future(graph.ainvoke(turn_input("w", 1), config(f"t-{a}", a)))
-            for a in held
-        ]
-        await asyncio.sleep(0.2)  # they are all polling the lease now
+        waiting = [asyncio.ensure_future(wait_for(agent)) for agent in held]
+        await asyncio.sleep(0.2)  # they are all polling the leases now
         free = await graph.ainvoke(turn_input("f", 1), config("t-free", "free"))
         none_done = free["n"] == 1 and not any(task.done() for task in waiting)
         for agent in held:
             await asyncio.to_thread(store.release_lease, agent, "elsewhere", epochs[agent])
         return none_done, await asyncio.gather(*waiting, return_exceptions=True)
 
+    # Each waiter polled on a worker thread of the loop's executor: with as many of them as
+    # it has workers, the free agent's run had none, and waited for them all to give up.
     none_done, results = asyncio.run(main())
     assert none_done, "the free agent's run waited for the others to give up"
     assert [type(r).__name__ for r in results] == ["dict"] * _many()
     cp.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_run_queued_in_this_process_never_runs_on_a_lease_the_database_shows_free(
+    store: RecallStore,
+) -> None:
+    left: list[float] = []  # at each step: seconds left on the agent's lease in the database
+
+    def on_step(k: int, cfg: Any) -> None:
+        lease = store.lease(cfg["configurable"]["agent_id"])
+        left.append(lease.expires_at - time.time() if lease is not None else -1.0)
+
+    cp = store.checkpointer(lease_ttl=30, wait=20)
+    graph = step_graph(on_step=on_step).compile(checkpointer=cp, store=store)
+
+    async def pairs() -> None:
+        for i in range(20):
+            await asyncio.gather(
+                graph.ainvoke(turn_input("a", 2), config(f"ta{i}", f"agent-{i}")),
+                graph.ainvoke(turn_input("b", 2), config(f"tb{i}", f"agent-{i}")),
+            )
+
+    # The first run gave its slot back before its database release: the queued run re-took
+    # the lease (same holder, same epoch), and the release then ended it under that run.
+    asyncio.run(pairs())
+    cp.close()
+    assert len(left) == 80 and all(s > 0 for s in left), sorted(left)[:3]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 
 from .._context import agent_id_of, configurable, thread_id_of
-from .._wakeups import LoopWakeups, wait_for_event
+from .._wakeups import LoopWakeups
 
 
 class DurableLog:
@@ -109,8 +109,8 @@ class DurableLog:
                 with self._lock:
                     if key in self._done:
                         return self._done[key]
-                    event = self._wakeups.add()  # under the lock: no mark slips in between
-                if not await wait_for_event(event, deadline - time.monotonic()):
+                    woken = self._wakeups.add()  # under the lock: no mark slips in between
+                if not await self._wakeups.wait(woken, deadline - time.monotonic()):
                     with self._lock:
                         return self._done.get(key, False)
         finally:

@@ -30,14 +30,16 @@ import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import LeaseHeld, LeaseLost, RecallError
-from .._wakeups import LoopWakeups, wait_for_event
+from .._wakeups import LoopWakeups
 
 if TYPE_CHECKING:
     from ..store import RecallStore
 
+
+T = TypeVar("T")
 
 IDLE_EXIT = 60.0
 """Seconds the renewal thread stays up with no lease to renew (so back-to-back runs share it)."""
@@ -59,6 +61,7 @@ class HeldLease:
     valid_until: float
     lost: LeaseLost | None = None
     controls: list[Any] = field(default_factory=list)
+    releasing: bool = False  # ``release`` is giving it back in the database
 
 
 def _seconds(value: Any) -> bool:
@@ -156,20 +159,31 @@ class LeaseKeeper:
                 else:
                     time.sleep(seconds)
 
-    async def apause(self, agent_id: str, exc: LeaseHeld, seconds: float) -> None:
-        """``acquire``'s wait between attempts, for a coroutine: it holds no worker thread.
+    async def aretry(self, attempt: Callable[[], T]) -> T:
+        """``attempt()`` (one try at a lease: no waiting, ``LeaseHeld`` if busy) on a worker
+        thread, again and again as ``acquire`` would, for up to ``wait`` seconds; the waits
+        between the tries run on the event loop and hold no thread.
 
         Runs of one agent queued under ``ainvoke`` (``wait=``) each held a default-executor
         worker while they waited; with as many of them as it has workers (cpu + 4), the run
         holding the lease could not write its checkpoints, and they all timed out."""
+        backoff = Backoff(self.wait)
+        while True:
+            try:
+                return await asyncio.to_thread(attempt)
+            except LeaseHeld as exc:
+                await self._apause(exc, backoff.after(exc))
+
+    async def _apause(self, exc: LeaseHeld, seconds: float) -> None:
         if not self.held_here(exc):
             await asyncio.sleep(seconds)
             return
+        agent_id = exc.details.get("agent_id")
         with self._cond:
             if agent_id not in self._held:
                 return
-            event = self._given_back.add()
-        await wait_for_event(event, seconds)
+            woken = self._given_back.add()
+        await self._given_back.wait(woken, seconds)
 
     def held_here(self, exc: LeaseHeld) -> bool:
         """Whether ``exc`` was raised because a run of this very process holds the agent."""
@@ -222,29 +236,39 @@ class LeaseKeeper:
         ``final(holder, epoch)``, if given, is what gives it back in the database: a run's end
         that records its last turns in the same transaction (``_runs.FinalWrite``).
         """
-        held = self._give_back_slot(agent_id)
-        if held is None or held.epoch < 0:
-            return None
-        if held.lost is None:
-            try:
-                if final is None:
-                    self.store.release_lease(agent_id, self.holder, held.epoch)
-                else:
-                    final(self.holder, held.epoch)
-            except Exception as exc:  # it expires anyway; the next run just waits for that
-                warnings.warn(
-                    f"could not release the lease of agent {agent_id!r} ({exc}); it expires in "
-                    f"at most {self.ttl:.0f}s",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        return held.lost
+        with self._cond:
+            held = self._held.get(agent_id)
+            if held is None or held.releasing:
+                return None  # not held, or another thread is giving it back (close)
+            held.releasing = True  # from here no write of the run passes, no renewal runs
+            lost = held.lost
+        try:
+            if held.epoch >= 0 and lost is None:
+                try:
+                    if final is None:
+                        self.store.release_lease(agent_id, self.holder, held.epoch)
+                    else:
+                        final(self.holder, held.epoch)
+                except Exception as exc:  # it expires anyway; the next run just waits for that
+                    warnings.warn(
+                        f"could not release the lease of agent {agent_id!r} ({exc}); it "
+                        f"expires in at most {self.ttl:.0f}s",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+        finally:
+            # The slot goes only after the database release. A run of this process queued for
+            # the agent re-takes the lease as the same holder, at the same epoch: had it taken
+            # the slot first, this release would then have ended its lease under it, and it
+            # ran on with a lease the database showed free to any other process.
+            self._give_back_slot(agent_id)
+        return lost
 
     def held(self, agent_id: str) -> HeldLease | None:
         # Lock-free (called per checkpoint write): a dict read is atomic, and the entry's epoch
         # is set before any write of its run can happen.
         held = self._held.get(agent_id)
-        return held if held is not None and held.epoch >= 0 else None
+        return held if held is not None and held.epoch >= 0 and not held.releasing else None
 
     def is_busy(self, agent_id: str) -> bool:
         """Whether a run of this process is acting for the agent right now."""
@@ -257,7 +281,8 @@ class LeaseKeeper:
         """Record that another process took over; drain the run. Returns the error to raise."""
         with self._cond:
             held = self._held.get(agent_id)
-            if held is None or (epoch is not None and held.epoch != epoch):
+            if held is None or held.releasing or (epoch is not None and held.epoch != epoch):
+                # (A renewal that raced the release: the lease was given up, not lost.)
                 return LeaseLost(
                     f"agent {agent_id!r}: {reason}", agent_id=agent_id, holder=self.holder
                 )
@@ -342,7 +367,7 @@ class LeaseKeeper:
                 todo = [
                     (h.agent_id, h.epoch)
                     for h in self._held.values()
-                    if h.epoch >= 0 and h.lost is None
+                    if h.epoch >= 0 and h.lost is None and not h.releasing
                 ]
             due = time.monotonic() + interval
             if self.reaper is not None:

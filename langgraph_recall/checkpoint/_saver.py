@@ -44,7 +44,7 @@ from ._capabilities import variant
 from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
 from ._fence import is_fence_error
-from ._lease import Backoff, LeaseKeeper, check_wait, new_holder_id
+from ._lease import LeaseKeeper, check_wait, new_holder_id
 from ._plans import Planner, PlanRider, Plans, attempts_of, close_not_started, take
 from ._recording import Recorder, messages_in
 from ._runs import Entry, Run, RunLifecycle, find_loop, foreign_agent, owner_of, run_key
@@ -297,7 +297,9 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             return await self._acall("get_tuple", config)
         runs = self._shared.runs
         loop = find_loop(config)  # before any await: the frame chain is the caller's now
-        run = await self._abegin(config, loop, Entry.here())
+        entry = Entry.here()
+        # The waits for a busy agent run on the loop (``aretry``), each try on a worker thread.
+        run = await self._shared.keeper.aretry(lambda: runs.begin(config, loop, entry, 0.0))
         if run is None:
             return await self._acall("get_tuple", config)
         self._learn_graph(run, loop)
@@ -310,17 +312,6 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             raise
         runs.end_at_exit(loop, run)
         return saved
-
-    async def _abegin(self, config: RunnableConfig, loop: Any, entry: Entry) -> Run | None:
-        """``runs.begin`` for ``aget_tuple``: each attempt runs on a worker thread, and the
-        waits between them (a busy agent, ``wait=``) on the event loop (``apause``)."""
-        keeper = self._shared.keeper
-        backoff = Backoff(keeper.wait)
-        while True:
-            try:
-                return await asyncio.to_thread(self._shared.runs.begin, config, loop, entry, 0.0)
-            except LeaseHeld as exc:
-                await keeper.apause(agent_id_of(config), exc, backoff.after(exc))
 
     def list(
         self,
@@ -364,9 +355,11 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     # --- writes ---------------------------------------------------------------------------
 
     def _before_put(
-        self, config: RunnableConfig, metadata: CheckpointMetadata
+        self, config: RunnableConfig, metadata: CheckpointMetadata, wait: float | None = None
     ) -> tuple[CheckpointMetadata, str | None, bool]:
-        """(metadata to write, agent whose lease fences it, whether we took it just for this)."""
+        """(metadata to write, agent whose lease fences it, whether we took it just for this).
+
+        ``wait``: seconds an ``update_state`` waits for a busy agent (default: the keeper's)."""
         conf = _conf(config)
         keeper = self._shared.keeper
         if CONFIG_KEY_RUNTIME in conf:
@@ -393,7 +386,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             # update_state / a __copy__ outside any run: a write like a run's, so it needs the
             # lease for its duration, or it could fork the history under a running holder.
             agent_id = self._updating_agent(config, conf)
-            epoch = keeper.acquire(agent_id).epoch
+            epoch = keeper.acquire(agent_id, wait=wait).epoch
             return _stamped(metadata, agent_id, epoch), agent_id, True
         return metadata, None, False  # a direct call (conformance suites, tools)
 
@@ -567,7 +560,10 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         if self.fenced and CONFIG_KEY_RUNTIME in _conf(config):
             md, agent_id, own = self._before_put(config, metadata)  # memory only: no I/O
         else:
-            md, agent_id, own = await asyncio.to_thread(self._before_put, config, metadata)
+            # An update_state may wait for a busy agent: on the loop, not on a worker thread.
+            md, agent_id, own = await self._shared.keeper.aretry(
+                lambda: self._before_put(config, metadata, 0.0)
+            )
         rider = self._rider(config, checkpoint, md, new_versions, agent_id, own)
         fault_point("before_put", hold=getattr(self.inner, "lock", None))
         self._shared.durable.begin(str(thread_id_of(config)), checkpoint["id"])

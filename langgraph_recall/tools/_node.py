@@ -357,27 +357,33 @@ def _compose(
             # asks of the tool afterwards must not run: the caller is gone, and the record it
             # left open is settled as in doubt, never by a tool that ran unseen.
             gone = threading.Event()
-            started: list[concurrent.futures.Future[Any]] = []
+            running: set[asyncio.Task[Any]] = set()  # touched on the loop's thread only
 
             def execute_on_loop(req: ToolCallRequest) -> Any:
                 key = current_idempotency_key()  # the thread has the call's context; the loop not
 
                 async def keyed() -> Any:
-                    if gone.is_set():  # checked on the loop, where the cancellation lands
+                    # On the loop, as the cancellation below: a tool either starts before it
+                    # (and is cancelled with it) or sees ``gone`` and never starts.
+                    if gone.is_set():
                         raise asyncio.CancelledError()
-                    with key_scope(key):
-                        return await execute(req)
+                    task = asyncio.current_task()
+                    assert task is not None
+                    running.add(task)
+                    try:
+                        with key_scope(key):
+                            return await execute(req)
+                    finally:
+                        running.discard(task)
 
-                future = asyncio.run_coroutine_threadsafe(keyed(), loop)
-                started.append(future)
-                return future.result()
+                return asyncio.run_coroutine_threadsafe(keyed(), loop).result()
 
             try:
                 return await _in_own_thread(user_sync, req, execute_on_loop)
             except asyncio.CancelledError:
                 gone.set()
-                for future in started:
-                    future.cancel()
+                for task in list(running):
+                    task.cancel()
                 raise
 
         return await durable.awrap_tool_call(request, inner)

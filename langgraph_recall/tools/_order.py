@@ -28,7 +28,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import interrupt
 
 from .._errors import RecallError
-from .._wakeups import LoopWakeups, wait_for_event
+from .._wakeups import LoopWakeups
 
 try:  # pragma: no cover - location differs across langgraph versions
     from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
@@ -93,8 +93,8 @@ class Turns:
             with self._cond:
                 if self._ready(call_id):
                     return
-                event = self._wakeups.add()
-            if not await wait_for_event(event, TURN_TIMEOUT):
+                woken = self._wakeups.add()
+            if not await self._wakeups.wait(woken, TURN_TIMEOUT):
                 raise _waited_too_long(call_id)
 
     def release(self, call_id: str) -> None:
