@@ -1532,6 +1532,14 @@ MUTATIONS = [
         "            pass\n",
         ("tests/test_checkpoint_durable.py::-k::gave_up",),
     ),
+    Mutation(
+        "cancel_started_tool",
+        "cancelling ainvoke cancels a tool a sync-only wrapper started on the loop",
+        "langgraph_recall/tools/_node.py",
+        "                for task in list(running):\n                    task.cancel()\n",
+        "                for task in list(running):\n                    pass\n",
+        ("tests/test_tools_calls.py::-k::cancelled_with_its_caller and sqlite",),
+    ),
 ]
 
 

@@ -738,3 +738,41 @@ def test_a_sync_wrapper_cancelled_under_ainvoke_does_not_start_the_tool_afterwar
     asyncio.run(cancelled_run())
     assert read_effects(effects) == [], "the tool ran after its caller was cancelled"
     assert [a.status for a in store.actions("cancelled")] == ["open"]  # settled on resume
+
+
+def test_a_tool_started_by_a_sync_wrapper_is_cancelled_with_its_caller(
+    store, saver, tmp_path
+) -> None:
+    effects = str(tmp_path / "effects.log")
+    started = threading.Event()
+
+    @tool("send")
+    async def send(to: str) -> str:
+        """Sends something, slowly."""
+        started.set()
+        await asyncio.sleep(1.0)
+        record_effect(effects, to=to)
+        return "sent"
+
+    node = DurableToolNode(
+        [send], classes={"send": "external"}, wrap_tool_call=lambda req, execute: execute(req)
+    )
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+
+    async def cancelled_run() -> None:
+        run = asyncio.ensure_future(
+            graph.ainvoke({"messages": [HumanMessage("go")]}, _config("cancelled-mid"))
+        )
+        await asyncio.to_thread(started.wait, 30)
+        run.cancel()  # the tool runs on the loop, as the wrapper's thread asked
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        await asyncio.sleep(1.5)
+
+    # As with a plain ToolNode, cancelling ainvoke cancels the tool it is running: it went on
+    # unseen, its caller gone.
+    asyncio.run(cancelled_run())
+    assert read_effects(effects) == []
+    assert [a.status for a in store.actions("cancelled-mid")] == ["open"]
