@@ -745,8 +745,8 @@ MUTATIONS = [
         "durable_log_forgets_answered",
         "a waiter that has its answer no longer pins its entry in the barrier's log",
         "langgraph_recall/checkpoint/_durable.py",
-        "                if self._wanted[key] == 1:\n                    del self._wanted[key]\n",
-        "                if False:\n                    del self._wanted[key]\n",
+        "        if self._wanted[key] == 1:\n            del self._wanted[key]\n",
+        "        if False:\n            del self._wanted[key]\n",
         ("tests/test_checkpoint_durable.py::-k::however_many",),
     ),
     Mutation(
@@ -1471,8 +1471,8 @@ MUTATIONS = [
         "lease_wait_no_thread",
         "runs queued for a busy agent under ainvoke wait on the loop, not on worker threads",
         "langgraph_recall/checkpoint/_saver.py",
-        "        run = await self._abegin(config, loop, Entry.here())\n",
-        "        run = await asyncio.to_thread(runs.begin, config, loop, Entry.here())\n",
+        "        run = await self._shared.keeper.aretry(lambda: runs.begin(config, loop, entry, 0.0))\n",
+        "        run = await asyncio.to_thread(runs.begin, config, loop, entry)\n",
         (
             "tests/test_checkpoint_lease.py::-k::queued_under_ainvoke and sqlite",
             "tests/test_checkpoint_lease.py::-k::held_elsewhere and sqlite",

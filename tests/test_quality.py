@@ -38,3 +38,18 @@ def test_ci_runs_the_readmes_second_quick_start_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     # CI's copy may only add pip's -q: anything else would run something weaker than users do.
     assert commands[1].replace("pip install -e", "pip install -q -e") in ci
+
+
+def test_every_guard_of_the_mutation_check_still_matches_its_source() -> None:
+    # scripts/mutation_check.py removes each guard by replacing an exact piece of source; one
+    # that no longer matches checks nothing, and would be noticed only by a full run (40+ min).
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import mutation_check
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    stale = [
+        m.name for m in mutation_check.MUTATIONS if (ROOT / m.path).read_text().count(m.find) != 1
+    ]
+    assert stale == [], f"update these guards in scripts/mutation_check.py: {stale}"
+    assert len({m.name for m in mutation_check.MUTATIONS}) == len(mutation_check.MUTATIONS)
