@@ -262,3 +262,19 @@ def test_waiters_that_gave_up_leave_nothing_behind() -> None:
         asyncio.run(cancelled())
     # Each kept its closed loop alive until the next put that someone waited for.
     assert log._wakeups._waiting == [] and log._waiters == 0 and log._wanted == {}
+
+
+def test_a_wait_without_a_limit_blocks_until_the_put() -> None:
+    import math
+
+    from langgraph_recall.checkpoint._durable import DurableLog
+
+    log = DurableLog()
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(log.wait("t", "c", math.inf)))
+    waiter.start()
+    while not log._waiters and waiter.is_alive():  # it died at once: OverflowError
+        time.sleep(0.001)
+    log.mark("t", "c")
+    waiter.join(30)
+    assert got == [True]

@@ -91,6 +91,31 @@ def test_unknown_class_is_refused(tmp_path) -> None:
     assert err.value.code == "invalid_value"
 
 
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), "30", True, None])
+def test_a_durable_timeout_that_is_not_a_positive_number_is_refused(tmp_path, timeout) -> None:
+    # A negative one refused every call at once, a string failed inside the first call, and
+    # an infinite one (accepted below) raised OverflowError from the sync wait.
+    with pytest.raises(RecallError) as err:
+        DurableToolNode(
+            [_effect_tool(str(tmp_path / "e"))],
+            classes={"send": "external"},
+            durable_timeout=timeout,
+        )
+    assert err.value.code == "invalid_value" and "durable_timeout" in str(err.value)
+
+
+def test_an_infinite_durable_timeout_waits_as_long_as_it_takes(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode(
+        [_effect_tool(effects)], classes={"send": "external"}, durable_timeout=float("inf")
+    )
+    graph = build_graph(
+        node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
+    )
+    graph.invoke({"messages": [HumanMessage("go")]}, _config("inf"), durability="async")
+    assert [e["to"] for e in read_effects(effects)] == ["a"]
+
+
 # --- first call, repeats ---------------------------------------------------------------------------
 
 

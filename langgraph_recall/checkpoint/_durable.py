@@ -20,6 +20,8 @@ from langchain_core.runnables import RunnableConfig
 from .._context import agent_id_of, configurable, thread_id_of
 from .._wakeups import LoopWakeups
 
+_LONGEST_WAIT = 3600.0  # one wait's cap (threading refuses an infinite one); waits loop on
+
 
 class DurableLog:
     """A bounded set of (thread_id, checkpoint_id) whose ``put`` has returned, plus waiters."""
@@ -89,7 +91,7 @@ class DurableLog:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return False
-                    self._cond.wait(left)
+                    self._cond.wait(min(left, _LONGEST_WAIT))  # no limit: inf
                 return self._done[key]
             finally:
                 self._unwant(key)

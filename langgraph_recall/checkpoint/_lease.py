@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._checks import is_seconds
 from .._errors import LeaseHeld, LeaseLost, RecallError
 from .._wakeups import LoopWakeups
 
@@ -64,13 +65,8 @@ class HeldLease:
     releasing: bool = False  # ``release`` is giving it back in the database
 
 
-def _seconds(value: Any) -> bool:
-    """Whether ``value`` is a number of seconds (inf allowed; NaN, bools and strings not)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-
-
 def check_wait(wait: Any) -> None:
-    if not _seconds(wait) or wait < 0 or wait == math.inf:
+    if not is_seconds(wait) or wait < 0 or wait == math.inf:
         raise RecallError(
             f"wait must be a finite number of seconds, 0 or more, got {wait!r}",
             code="invalid_value",
@@ -108,7 +104,7 @@ class LeaseKeeper:
     def __init__(
         self, store: RecallStore, *, holder: str, ttl: float, wait: float, fenced: bool
     ) -> None:
-        if not _seconds(ttl) or ttl <= 0 or ttl == math.inf:
+        if not is_seconds(ttl) or ttl <= 0 or ttl == math.inf:
             raise RecallError(
                 f"lease_ttl must be a positive, finite number of seconds, got {ttl!r}",
                 code="invalid_value",

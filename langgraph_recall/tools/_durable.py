@@ -35,6 +35,7 @@ try:  # pragma: no cover - location differs across langgraph versions
 except ImportError:  # pragma: no cover
     CONFIG_KEY_TASK_ID = "__pregel_task_id"
 
+from .._checks import check_timeout
 from .._context import agent_id_of, checkpointer_of, store_of, thread_id_of
 from .._errors import ApprovalDenied, ApprovalMismatch, InDoubt, RecallError, UnclassifiedTool
 from ..checkpoint._faults import fault_point
@@ -140,7 +141,7 @@ class DurableTools:
         self.resolver = resolver
         self.undo: dict[str, Callable[..., Any]] = dict(undo or {})
         self.messages_key = messages_key
-        self.durable_timeout = durable_timeout
+        self.durable_timeout = check_timeout("durable_timeout", durable_timeout)
         # Per tool object (held, so an id is not reused while cached).
         self._schemas: dict[int, tuple[Any, Any, frozenset[str]]] = {}
         # The tool object each name was last called with, or will be (``expect``): what
