@@ -93,7 +93,11 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
             daemon thread while a run holds it. A killed holder blocks the agent this long.
         wait: seconds a run waits for a busy agent before raising ``LeaseHeld``.
         messages_key: the state channel whose messages are recorded as turns.
-        holder: this process's holder id (default ``hostname:pid:uuid``).
+        holder: this checkpointer's holder id (default ``hostname:pid:uuid``, new each time).
+            Give one only if it is unique to each process start: a lease already held by the
+            same holder id is taken over at once, at the same fencing epoch, so two processes
+            sharing a holder id both act for the agent, and a frozen one is not fenced. Reuse
+            one (a restarted worker's name) only when the process that had it is surely dead.
 
     Guarantees: a root run takes the agent's lease (``configurable["agent_id"]``, default the
     thread id) before any node runs and releases it when the run ends, raises or is

@@ -155,6 +155,8 @@ class RecallStore(BaseStore):
                 Default: ``"process"`` on SQLite (the file lives with the one machine whose
                 processes it guards); on PostgreSQL the server's own ``synchronous_commit``
                 (normally on), because a shared server is what several machines rely on.
+            busy_timeout: seconds a SQLite write waits for another process's lock (default 30).
+            pool_size: the largest PostgreSQL connection pool (default 8).
 
         Raises:
             RecallError: ``records_missing`` if a SQLite database was deleted or swapped while
@@ -789,7 +791,7 @@ class RecallStore(BaseStore):
         """Reverse the agent's done actions newest first with their undo functions.
 
         The functions are those of the ``DurableToolNode``/``RecallMiddleware`` ``undo=`` of a
-        node that ran in this process (or was given this store by ``node.register_undo``), and
+        node that ran in this process (or was given this store by ``node.durable.register_undo(store)``), and
         ``undo``, by tool name: a new process that has run no node passes them here. Each undo
         is itself a once-only action; the walk stops at anything in doubt and reports done
         actions whose tool has no known undo (``no_undo``) and those an earlier call reversed

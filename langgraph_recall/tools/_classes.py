@@ -8,7 +8,8 @@
 
 A class comes from ``classes={"name": "external"}``, else from the tool itself
 (``tool.metadata["recall_class"]``, which ``recall_class`` sets). A tool with no class is
-refused when the node or middleware is built, with every unclassified tool named at once.
+refused when the node is built (by ``RecallMiddleware``, at the first model call that offers
+it), with every unclassified tool named at once.
 """
 
 from __future__ import annotations

@@ -104,6 +104,8 @@ class DurableToolNode(LoneCallInline):
         resolver: ``resolver(action) -> ActionEnd | None``, asked about external calls a crash
             left in doubt.
         undo: ``{"tool": fn}`` for ``store.undo(agent_id)``.
+        durable_timeout: seconds a call waits for its AI message's checkpoint to be written
+            before it is refused (default 30; ``math.inf`` for no limit).
 
     Compile the graph with ``store=RecallStore.open(...)`` and a checkpointer
     (``store.checkpointer()``). Your ``wrap_tool_call``/``awrap_tool_call`` keep working; they
