@@ -1066,7 +1066,7 @@ MUTATIONS = [
         "lease_renewed",
         "the renewal thread extends every lease held while a run outlasts its ttl",
         "langgraph_recall/checkpoint/_lease.py",
-        "            for agent_id, epoch in todo:\n                self.renew(agent_id, epoch)\n",
+        "            for held in todo:\n                self.renew(held)\n",
         "            pass  # never renewed\n",
         ("tests/test_checkpoint_lease.py::-k::renewed_while_a_run_outlasts_it",),
     ),
@@ -1498,8 +1498,8 @@ MUTATIONS = [
         "release_before_slot",
         "a run gives its agent's slot back only after the database release",
         "langgraph_recall/checkpoint/_lease.py",
-        '            lost = held.lost\n        try:\n            if held.epoch >= 0 and lost is None:\n                try:\n                    if final is None:\n                        self.store.release_lease(agent_id, self.holder, held.epoch)\n                    else:\n                        final(self.holder, held.epoch)\n                except Exception as exc:  # it expires anyway; the next run just waits for that\n                    warnings.warn(\n                        f"could not release the lease of agent {agent_id!r} ({exc}); it "\n                        f"expires in at most {self.ttl:.0f}s",\n                        RuntimeWarning,\n                        stacklevel=2,\n                    )\n        finally:\n            # The slot goes only after the database release. A run of this process queued for\n            # the agent re-takes the lease as the same holder, at the same epoch: had it taken\n            # the slot first, this release would then have ended its lease under it, and it\n            # ran on with a lease the database showed free to any other process.\n            self._give_back_slot(agent_id)\n        return lost\n',
-        '            lost = held.lost\n        self._give_back_slot(agent_id)\n        try:\n            if held.epoch >= 0 and lost is None:\n                try:\n                    if final is None:\n                        self.store.release_lease(agent_id, self.holder, held.epoch)\n                    else:\n                        final(self.holder, held.epoch)\n                except Exception as exc:  # it expires anyway; the next run just waits for that\n                    warnings.warn(\n                        f"could not release the lease of agent {agent_id!r} ({exc}); it "\n                        f"expires in at most {self.ttl:.0f}s",\n                        RuntimeWarning,\n                        stacklevel=2,\n                    )\n        finally:\n            # The slot goes only after the database release. A run of this process queued for\n            # the agent re-takes the lease as the same holder, at the same epoch: had it taken\n            # the slot first, this release would then have ended its lease under it, and it\n            # ran on with a lease the database showed free to any other process.\n            pass\n        return lost\n',
+        '                lost = held.lost\n            if held.epoch >= 0 and lost is None:\n                try:\n                    if final is None:\n                        self.store.release_lease(agent_id, self.holder, held.epoch)\n                    else:\n                        final(self.holder, held.epoch)\n                except Exception as exc:  # it expires anyway; the next run just waits for that\n                    warnings.warn(\n                        f"could not release the lease of agent {agent_id!r} ({exc}); it "\n                        f"expires in at most {self.ttl:.0f}s",\n                        RuntimeWarning,\n                        stacklevel=2,\n                    )\n        finally:\n            # The slot goes only after the database release. A run of this process queued for\n            # the agent re-takes the lease as the same holder, at the same epoch: had it taken\n            # the slot first, this release would then have ended its lease under it, and it\n            # ran on with a lease the database showed free to any other process.\n            if held is not None:\n                self._give_back_slot(agent_id)\n        return lost\n',
+        '                lost = held.lost\n            self._give_back_slot(agent_id)\n            if held.epoch >= 0 and lost is None:\n                try:\n                    if final is None:\n                        self.store.release_lease(agent_id, self.holder, held.epoch)\n                    else:\n                        final(self.holder, held.epoch)\n                except Exception as exc:  # it expires anyway; the next run just waits for that\n                    warnings.warn(\n                        f"could not release the lease of agent {agent_id!r} ({exc}); it "\n                        f"expires in at most {self.ttl:.0f}s",\n                        RuntimeWarning,\n                        stacklevel=2,\n                    )\n        finally:\n            # The slot goes only after the database release. A run of this process queued for\n            # the agent re-takes the lease as the same holder, at the same epoch: had it taken\n            # the slot first, this release would then have ended its lease under it, and it\n            # ran on with a lease the database showed free to any other process.\n            pass\n        return lost\n',
         ("tests/test_checkpoint_lease.py::-k::database_shows_free and postgres",),
     ),
     Mutation(
@@ -1539,6 +1539,22 @@ MUTATIONS = [
         "                for task in list(running):\n                    task.cancel()\n",
         "                for task in list(running):\n                    pass\n",
         ("tests/test_tools_calls.py::-k::cancelled_with_its_caller and sqlite",),
+    ),
+    Mutation(
+        "lost_by_identity",
+        "a failed renewal marks lost only the very lease it renewed, not the next run's",
+        "langgraph_recall/checkpoint/_lease.py",
+        "            if held is None or held.releasing or (only is not None and held is not only):\n",
+        "            if held is None or held.releasing or (only is not None and held.epoch != only.epoch):\n",
+        ("tests/test_checkpoint_lease.py::-k::late_renewal and sqlite",),
+    ),
+    Mutation(
+        "release_interrupt_safe",
+        "an interrupt just after a lease is marked releasing still gives the slot back",
+        "langgraph_recall/checkpoint/_lease.py",
+        "        held: HeldLease | None = None\n        try:\n            with self._cond:\n                found = self._held.get(agent_id)\n                if found is None or found.releasing:\n                    return None  # not held, or another thread is giving it back (close)\n                # From here no write of the run passes and no renewal runs. Set inside the\n                # try: an interrupt right after it must still give the slot back (a slot left\n                # releasing refused every later run of the agent in this process, for good).\n                held, found.releasing = found, True\n                lost = held.lost\n",
+        "        held: HeldLease | None = None\n        with self._cond:\n            found = self._held.get(agent_id)\n            if found is None or found.releasing:\n                return None\n            found.releasing = True\n            lost = found.lost\n        try:\n            held = found\n            if True:\n                pass\n",
+        ("tests/test_checkpoint_lease.py::-k::interrupt_inside and sqlite",),
     ),
 ]
 

@@ -470,3 +470,73 @@ def test_a_run_queued_in_this_process_never_runs_on_a_lease_the_database_shows_f
     asyncio.run(pairs())
     cp.close()
     assert len(left) == 80 and all(s > 0 for s in left), sorted(left)[:3]
+
+
+class _Drains:
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def request_drain(self, why: str) -> None:
+        self.asked.append(why)
+
+
+def test_a_late_renewal_of_the_previous_run_does_not_mark_the_next_one_lost(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langgraph_recall.checkpoint._lease import LeaseKeeper
+
+    keeper = LeaseKeeper(store, holder="h", ttl=30, wait=0, fenced=True)
+    control = _Drains()
+    next_run: list[Any] = []
+    renew_in_the_database = store.renew_lease
+
+    def renewal_descheduled(*args: Any, **kwargs: Any) -> bool:
+        ok = renew_in_the_database(*args, **kwargs)  # after the release: False
+        next_run.append(keeper.try_acquire("agent", control))  # the queued run, meanwhile
+        return bool(ok)
+
+    monkeypatch.setattr(store, "renew_lease", renewal_descheduled)
+    first = keeper.try_acquire("agent")
+    keeper.release("agent")
+    assert keeper.renew(first) is False
+    # The next run took the lease as the same holder, at the same epoch: a verdict on the
+    # first run's lease, told apart by epoch, drained it and made its end raise lease_lost.
+    assert next_run[0].epoch == first.epoch
+    assert next_run[0].lost is None and control.asked == []
+    assert keeper.check_write("agent") == first.epoch
+    assert keeper.release("agent") is None
+    keeper.close()
+
+
+def test_an_interrupt_inside_a_release_still_gives_the_agent_back(store: RecallStore) -> None:
+    import sys
+
+    from langgraph_recall.checkpoint._lease import HeldLease, LeaseKeeper
+
+    keeper = LeaseKeeper(store, holder="h", ttl=30, wait=0, fenced=True)
+    keeper.try_acquire("agent")
+    fired: list[int] = []
+
+    def in_release(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code is not LeaseKeeper.release.__code__:
+            return None
+
+        def line(frame: Any, event: str, arg: Any) -> Any:
+            marked = any(isinstance(v, HeldLease) and v.releasing for v in frame.f_locals.values())
+            if event == "line" and marked and not fired:
+                fired.append(frame.f_lineno)
+                raise KeyboardInterrupt  # Ctrl-C just after the lease was marked releasing
+            return line
+
+        return line
+
+    sys.settrace(in_release)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            keeper.release("agent")
+    finally:
+        sys.settrace(None)
+    # The slot stayed, marked releasing: every later run of the agent here was refused, for good.
+    assert fired and not keeper.is_busy("agent")
+    keeper.try_acquire("agent")
+    keeper.close()

@@ -232,13 +232,17 @@ class LeaseKeeper:
         ``final(holder, epoch)``, if given, is what gives it back in the database: a run's end
         that records its last turns in the same transaction (``_runs.FinalWrite``).
         """
-        with self._cond:
-            held = self._held.get(agent_id)
-            if held is None or held.releasing:
-                return None  # not held, or another thread is giving it back (close)
-            held.releasing = True  # from here no write of the run passes, no renewal runs
-            lost = held.lost
+        held: HeldLease | None = None
         try:
+            with self._cond:
+                found = self._held.get(agent_id)
+                if found is None or found.releasing:
+                    return None  # not held, or another thread is giving it back (close)
+                # From here no write of the run passes and no renewal runs. Set inside the
+                # try: an interrupt right after it must still give the slot back (a slot left
+                # releasing refused every later run of the agent in this process, for good).
+                held, found.releasing = found, True
+                lost = held.lost
             if held.epoch >= 0 and lost is None:
                 try:
                     if final is None:
@@ -257,7 +261,8 @@ class LeaseKeeper:
             # the agent re-takes the lease as the same holder, at the same epoch: had it taken
             # the slot first, this release would then have ended its lease under it, and it
             # ran on with a lease the database showed free to any other process.
-            self._give_back_slot(agent_id)
+            if held is not None:
+                self._give_back_slot(agent_id)
         return lost
 
     def held(self, agent_id: str) -> HeldLease | None:
@@ -273,11 +278,16 @@ class LeaseKeeper:
 
     # --- losing it ------------------------------------------------------------------------
 
-    def mark_lost(self, agent_id: str, reason: str, epoch: int | None = None) -> LeaseLost:
-        """Record that another process took over; drain the run. Returns the error to raise."""
+    def mark_lost(self, agent_id: str, reason: str, only: HeldLease | None = None) -> LeaseLost:
+        """Record that another process took over; drain the run. Returns the error to raise.
+
+        ``only``: mark it only if it is still that very lease (a renewal's verdict on it). An
+        epoch does not tell two runs of this process apart: the next one re-takes the lease
+        as the same holder, at the same epoch, and a renewal of the previous run that failed
+        (its lease was given back meanwhile) marked the new run lost."""
         with self._cond:
             held = self._held.get(agent_id)
-            if held is None or held.releasing or (epoch is not None and held.epoch != epoch):
+            if held is None or held.releasing or (only is not None and held is not only):
                 # (A renewal that raced the release: the lease was given up, not lost.)
                 return LeaseLost(
                     f"agent {agent_id!r}: {reason}", agent_id=agent_id, holder=self.holder
@@ -361,7 +371,7 @@ class LeaseKeeper:
                 if not self._held:
                     continue  # the run ended before its renewal was due
                 todo = [
-                    (h.agent_id, h.epoch)
+                    h
                     for h in self._held.values()
                     if h.epoch >= 0 and h.lost is None and not h.releasing
                 ]
@@ -371,25 +381,25 @@ class LeaseKeeper:
                     reaped = self.reaper()
                 except Exception:  # never let it stop the renewals
                     reaped = set()
-                todo = [t for t in todo if t[0] not in reaped]
-            for agent_id, epoch in todo:
-                self.renew(agent_id, epoch)
+                todo = [h for h in todo if h.agent_id not in reaped]
+            for held in todo:
+                self.renew(held)
 
-    def renew(self, agent_id: str, epoch: int) -> bool:
+    def renew(self, held: HeldLease) -> bool:
         """Extend one lease now; False (and the lease marked lost) if another holder has it."""
+        agent_id = held.agent_id
         started = time.monotonic()
         try:
-            ok = self.store.renew_lease(agent_id, self.holder, epoch, self.ttl)
+            ok = self.store.renew_lease(agent_id, self.holder, held.epoch, self.ttl)
         except Exception:
             # Database unreachable: keep trying. Unfenced savers self-fence in check_write once
             # valid_until passes; fenced ones are refused by the trigger if someone took over.
             return True
         if not ok:
-            self.mark_lost(agent_id, "another process took it over after it expired", epoch)
+            self.mark_lost(agent_id, "another process took it over after it expired", held)
             return False
         with self._cond:
-            held = self._held.get(agent_id)
-            if held is not None and held.epoch == epoch:
+            if self._held.get(agent_id) is held:
                 held.valid_until = max(held.valid_until, started + self.ttl)
         return True
 
