@@ -726,6 +726,25 @@ def test_many_parallel_calls_under_ainvoke_wait_for_their_checkpoint_without_a_t
     assert [a.status for a in store.actions(f"many-{layout}")] == ["done"] * len(calls)
 
 
+def _cancel_mid_call(
+    graph: Any, thread: str, reached: threading.Event, then: Any, settle: float
+) -> None:
+    """ainvoke ``graph``, cancel it once ``reached`` is set, then call ``then`` and wait."""
+
+    async def cancelled_run() -> None:
+        run = asyncio.ensure_future(
+            graph.ainvoke({"messages": [HumanMessage("go")]}, _config(thread))
+        )
+        await asyncio.to_thread(reached.wait, 30)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        then()
+        await asyncio.sleep(settle)
+
+    asyncio.run(cancelled_run())
+
+
 def test_a_sync_wrapper_cancelled_under_ainvoke_does_not_start_the_tool_afterwards(
     store, saver, tmp_path
 ) -> None:
@@ -748,19 +767,8 @@ def test_a_sync_wrapper_cancelled_under_ainvoke_does_not_start_the_tool_afterwar
     graph = build_graph(
         node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
     )
-
-    async def cancelled_run() -> None:
-        run = asyncio.ensure_future(
-            graph.ainvoke({"messages": [HumanMessage("go")]}, _config("cancelled"))
-        )
-        await asyncio.to_thread(asked.wait, 30)
-        run.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await run
-        go_on.set()  # the wrapper now asks for the tool: its caller is gone
-        await asyncio.sleep(0.5)
-
-    asyncio.run(cancelled_run())
+    # Once cancelled, the wrapper asks for the tool: its caller is gone.
+    _cancel_mid_call(graph, "cancelled", asked, then=go_on.set, settle=0.5)
     assert read_effects(effects) == [], "the tool ran after its caller was cancelled"
     assert [a.status for a in store.actions("cancelled")] == ["open"]  # settled on resume
 
@@ -785,19 +793,8 @@ def test_a_tool_started_by_a_sync_wrapper_is_cancelled_with_its_caller(
     graph = build_graph(
         node, [reply("", call("send", to="a")), reply("ok")], store=store, checkpointer=saver
     )
-
-    async def cancelled_run() -> None:
-        run = asyncio.ensure_future(
-            graph.ainvoke({"messages": [HumanMessage("go")]}, _config("cancelled-mid"))
-        )
-        await asyncio.to_thread(started.wait, 30)
-        run.cancel()  # the tool runs on the loop, as the wrapper's thread asked
-        with pytest.raises(asyncio.CancelledError):
-            await run
-        await asyncio.sleep(1.5)
-
-    # As with a plain ToolNode, cancelling ainvoke cancels the tool it is running: it went on
-    # unseen, its caller gone.
-    asyncio.run(cancelled_run())
+    # As with a plain ToolNode, cancelling ainvoke cancels the tool it is running (on the
+    # loop, as the wrapper's thread asked): it went on unseen, its caller gone.
+    _cancel_mid_call(graph, "cancelled-mid", started, then=lambda: None, settle=1.5)
     assert read_effects(effects) == []
     assert [a.status for a in store.actions("cancelled-mid")] == ["open"]
