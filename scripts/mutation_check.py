@@ -1556,6 +1556,14 @@ MUTATIONS = [
         "        held: HeldLease | None = None\n        with self._cond:\n            found = self._held.get(agent_id)\n            if found is None or found.releasing:\n                return None\n            found.releasing = True\n            lost = found.lost\n        try:\n            held = found\n            if True:\n                pass\n",
         ("tests/test_checkpoint_lease.py::-k::interrupt_inside and sqlite",),
     ),
+    Mutation(
+        "same_holder_live_new_epoch",
+        "a holder id taking its own live lease (another process by that name) gets a new epoch",
+        "langgraph_recall/store/_records.py",
+        '        "AND recall_leases.expires_at <= {now} THEN recall_leases.epoch "\n',
+        '        "THEN recall_leases.epoch "\n',
+        ("tests/test_checkpoint_lease.py::-k::restarted_under",),
+    ),
 ]
 
 

@@ -540,3 +540,43 @@ def test_an_interrupt_inside_a_release_still_gives_the_agent_back(store: RecallS
     assert fired and not keeper.is_busy("agent")
     keeper.try_acquire("agent")
     keeper.close()
+
+
+def test_a_worker_restarted_under_its_holder_name_fences_the_old_one_out(
+    store: RecallStore,
+) -> None:
+    old = store.checkpointer(lease_ttl=30, holder="worker-1")
+    new = store.checkpointer(lease_ttl=30, holder="worker-1")  # the restart, same name
+    inside, go_on = threading.Event(), threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def hold(k: int, cfg: Any) -> None:
+        if cfg["configurable"]["thread_id"] == "t-old" and k == 1:
+            inside.set()
+            assert go_on.wait(60)  # frozen, as far as the lease can tell
+
+    g = step_graph(on_step=hold)
+
+    def run_old() -> None:
+        try:
+            outcome["old"] = g.compile(checkpointer=old, store=store).invoke(
+                turn_input("a", 2), config("t-old", "agent-1")
+            )
+        except RecallError as exc:
+            outcome["old"] = exc.code
+
+    runner = threading.Thread(target=run_old)
+    runner.start()
+    assert inside.wait(60)
+    # The restarted worker takes the agent at once (its own name), at a new epoch ...
+    done = g.compile(checkpointer=new, store=store).invoke(
+        turn_input("b", 1), config("t-new", "agent-1")
+    )
+    assert done["n"] == 1
+    go_on.set()
+    runner.join(60)
+    # ... so the old one, thawed, writes nothing more. With the epoch kept, both ran to the
+    # end and the agent's history forked.
+    assert outcome["old"] == "lease_lost"
+    old.close()
+    new.close()

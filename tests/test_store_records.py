@@ -720,13 +720,15 @@ def test_a_forged_or_foreign_decision_does_not_spend(
 def test_lease_acquire_free_ours_and_held(api: Api) -> None:
     first = api.acquire_lease("ag", "worker-a", 30.0)
     assert (first.holder, first.epoch) == ("worker-a", 1)
+    # Its own lease, still live: another process under the same holder id (a worker restarted
+    # under its name) takes it at once, at a new epoch that fences the old one out.
     again = api.acquire_lease("ag", "worker-a", 60.0)
-    assert again.epoch == 1 and again.expires_at > first.expires_at
+    assert again.epoch == 2 and again.expires_at > first.expires_at
     with pytest.raises(LeaseHeld) as err:
         api.acquire_lease("ag", "worker-b", 30.0)
     e = err.value
     assert e.code == "lease_held"
-    assert e.details["holder"] == "worker-a" and e.details["epoch"] == 1
+    assert e.details["holder"] == "worker-a" and e.details["epoch"] == 2
     assert e.details["agent_id"] == "ag" and e.details["expires_at"] == again.expires_at
     assert "worker-a" in str(e) and "wait=" in str(e)
     assert api.lease("ag") == again
@@ -741,7 +743,11 @@ def test_lease_epoch_grows_on_every_change_of_holder(api: Api, store: RecallStor
     assert api.release_lease("ag", "worker-b", 2) is True
     a2 = api.acquire_lease("ag", "worker-a", 30.0)
     assert (a2.holder, a2.epoch) == ("worker-a", 3), "a released lease is free at once"
+    assert api.release_lease("ag", "worker-a", 3) is True
+    # Released, then taken again by the same holder (the next run of one process): the epoch
+    # stays, and so does what a process remembers of its own last run (the catch-up it skips).
     assert api.acquire_lease("ag", "worker-a", 30.0).epoch == 3
+    assert api.acquire_lease("ag", "worker-a", 30.0).epoch == 4, "live: another process"
 
 
 def test_lease_renew_and_release_need_the_current_holder_and_epoch(

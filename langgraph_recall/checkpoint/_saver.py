@@ -94,10 +94,11 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         wait: seconds a run waits for a busy agent before raising ``LeaseHeld``.
         messages_key: the state channel whose messages are recorded as turns.
         holder: this checkpointer's holder id (default ``hostname:pid:uuid``, new each time).
-            Give one only if it is unique to each process start: a lease already held by the
-            same holder id is taken over at once, at the same fencing epoch, so two processes
-            sharing a holder id both act for the agent, and a frozen one is not fenced. Reuse
-            one (a restarted worker's name) only when the process that had it is surely dead.
+            A lease still held under the same id is taken over at once, at a new fencing
+            epoch: a worker restarted under its name need not wait out the ttl, and the old
+            process, if it still runs (or was only frozen), stops with ``lease_lost`` at its
+            next write. So never give two live workers the same id: each would keep taking the
+            agent from the other.
 
     Guarantees: a root run takes the agent's lease (``configurable["agent_id"]``, default the
     thread id) before any node runs and releases it when the run ends, raises or is

@@ -789,12 +789,18 @@ def acquire_lease(tx: Tx, agent_id: str, holder: str, ttl: float) -> Lease:
 
     The epoch grows whenever the holder changes: it is the fencing token written with every
     checkpoint, so a holder that was frozen past its expiry can be told apart from the new one.
+    It grows too when a holder id takes its own lease while that lease is still live: one
+    process never does (its runs of an agent take turns, each releasing first), so that is
+    another process given the same ``holder=`` (a worker restarted under its name). It takes
+    over at once, but the old one, if it still runs or is only frozen, is fenced out: with the
+    epoch kept, both acted and the old one's late writes landed.
     """
     check_agent_id(agent_id)
     row = tx.one(
         "INSERT INTO recall_leases (agent_id, holder, epoch, expires_at, acquired_at) "
         "VALUES (?, ?, 1, {now} + ?, {now}) ON CONFLICT (agent_id) DO UPDATE SET "
-        "epoch = CASE WHEN recall_leases.holder = excluded.holder THEN recall_leases.epoch "
+        "epoch = CASE WHEN recall_leases.holder = excluded.holder "
+        "AND recall_leases.expires_at <= {now} THEN recall_leases.epoch "
         "ELSE recall_leases.epoch + 1 END, holder = excluded.holder, "
         "expires_at = excluded.expires_at, acquired_at = excluded.acquired_at "
         "WHERE recall_leases.expires_at <= {now} OR recall_leases.holder = excluded.holder "
