@@ -1498,8 +1498,8 @@ MUTATIONS = [
         "release_before_slot",
         "a run gives its agent's slot back only after the database release",
         "langgraph_recall/checkpoint/_lease.py",
-        '                lost = held.lost\n            if held.epoch >= 0 and lost is None:\n                try:\n                    if final is None:\n                        self.store.release_lease(agent_id, self.holder, held.epoch)\n                    else:\n                        final(self.holder, held.epoch)\n                except Exception as exc:  # it expires anyway; the next run just waits for that\n                    warnings.warn(\n                        f"could not release the lease of agent {agent_id!r} ({exc}); it "\n                        f"expires in at most {self.ttl:.0f}s",\n                        RuntimeWarning,\n                        stacklevel=2,\n                    )\n        finally:\n            # The slot goes only after the database release. A run of this process queued for\n            # the agent re-takes the lease as the same holder, at the same epoch: had it taken\n            # the slot first, this release would then have ended its lease under it, and it\n            # ran on with a lease the database showed free to any other process.\n            if held is not None:\n                self._give_back_slot(agent_id)\n        return lost\n',
-        '                lost = held.lost\n            self._give_back_slot(agent_id)\n            if held.epoch >= 0 and lost is None:\n                try:\n                    if final is None:\n                        self.store.release_lease(agent_id, self.holder, held.epoch)\n                    else:\n                        final(self.holder, held.epoch)\n                except Exception as exc:  # it expires anyway; the next run just waits for that\n                    warnings.warn(\n                        f"could not release the lease of agent {agent_id!r} ({exc}); it "\n                        f"expires in at most {self.ttl:.0f}s",\n                        RuntimeWarning,\n                        stacklevel=2,\n                    )\n        finally:\n            # The slot goes only after the database release. A run of this process queued for\n            # the agent re-takes the lease as the same holder, at the same epoch: had it taken\n            # the slot first, this release would then have ended its lease under it, and it\n            # ran on with a lease the database showed free to any other process.\n            pass\n        return lost\n',
+        '                lost = held.lost\n            if held.epoch >= 0 and lost is None:\n                try:\n                    if final is None:\n                        self.store.release_lease(agent_id, self.holder, held.epoch)\n                    else:\n                        final(self.holder, held.epoch)\n                except Exception as exc:  # it expires anyway; the next run just waits for that\n                    warnings.warn(\n                        f"could not release the lease of agent {agent_id!r} ({exc}); it "\n                        f"expires in at most {self.ttl:.0f}s",\n                        RuntimeWarning,\n                        stacklevel=2,\n                    )\n        finally:\n            # The slot goes only after the database release: a run of this process queued\n            # for the agent then takes a released lease, at the same epoch. Had it taken the\n            # slot first, it found the lease still live, and this release ended its lease\n            # under it (it ran on with a lease the database showed free to any process).\n            if held is not None:\n                self._give_back_slot(agent_id)\n        return lost\n',
+        '                lost = held.lost\n            self._give_back_slot(agent_id)\n            if held.epoch >= 0 and lost is None:\n                try:\n                    if final is None:\n                        self.store.release_lease(agent_id, self.holder, held.epoch)\n                    else:\n                        final(self.holder, held.epoch)\n                except Exception as exc:  # it expires anyway; the next run just waits for that\n                    warnings.warn(\n                        f"could not release the lease of agent {agent_id!r} ({exc}); it "\n                        f"expires in at most {self.ttl:.0f}s",\n                        RuntimeWarning,\n                        stacklevel=2,\n                    )\n        finally:\n            # The slot goes only after the database release: a run of this process queued\n            # for the agent then takes a released lease, at the same epoch. Had it taken the\n            # slot first, it found the lease still live, and this release ended its lease\n            # under it (it ran on with a lease the database showed free to any process).\n            pass\n        return lost\n',
         ("tests/test_checkpoint_lease.py::-k::database_shows_free and postgres",),
     ),
     Mutation(
@@ -1562,7 +1562,23 @@ MUTATIONS = [
         "langgraph_recall/store/_records.py",
         '        "AND recall_leases.expires_at <= {now} THEN recall_leases.epoch "\n',
         '        "THEN recall_leases.epoch "\n',
-        ("tests/test_checkpoint_lease.py::-k::restarted_under",),
+        ("tests/test_checkpoint_fencing.py::-k::restarted_under",),
+    ),
+    Mutation(
+        "durable_timeout_checked",
+        "a durable_timeout that is not seconds above 0 is refused when the node is built",
+        "langgraph_recall/tools/_durable.py",
+        '        self.durable_timeout = check_timeout("durable_timeout", durable_timeout)\n',
+        "        self.durable_timeout = durable_timeout\n",
+        ("tests/test_tools_calls.py::-k::not_a_positive_number",),
+    ),
+    Mutation(
+        "durable_wait_no_limit",
+        "a sync wait for a checkpoint with no limit (inf) waits instead of raising",
+        "langgraph_recall/checkpoint/_durable.py",
+        "                    self._cond.wait(min(left, _LONGEST_WAIT))  # no limit: inf\n",
+        "                    self._cond.wait(left)\n",
+        ("tests/test_checkpoint_durable.py::-k::without_a_limit",),
     ),
 ]
 

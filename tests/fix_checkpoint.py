@@ -306,11 +306,19 @@ class Worker:
         self.log = ""
 
     def attach(
-        self, target: str, tmp: Path, *, ttl: float = 30.0, faults: str = "", own_saver: str = ""
+        self,
+        target: str,
+        tmp: Path,
+        *,
+        ttl: float = 30.0,
+        faults: str = "",
+        own_saver: str = "",
+        holder: str = "",
     ) -> Worker:
         """Open ``target``: a fresh store and ``store.checkpointer(lease_ttl=ttl)``, or, with
         ``own_saver`` (a file path), a RecallCheckpointer over a SqliteSaver on that file: a
-        saver outside the store's database, fenced only best-effort."""
+        saver outside the store's database, fenced only best-effort. ``holder``: the
+        checkpointer's ``holder=`` (default: its own unique id)."""
         self.gate_dir = str(tmp / f"gate-{self.who}")
         os.makedirs(self.gate_dir, exist_ok=True)
         self.log = str(tmp / "nodes.log")
@@ -322,6 +330,7 @@ class Worker:
             gate_dir=self.gate_dir,
             faults=faults,
             own_saver=own_saver,
+            holder=holder,
         )
         self.holder = self.expect("attached", timeout=120)["holder"]
         return self
@@ -517,7 +526,7 @@ def _serve(who: str) -> None:
                     SqliteSaver(conn), store=store, lease_ttl=cmd["ttl"]
                 )
             else:
-                cp = store.checkpointer(lease_ttl=cmd["ttl"])
+                cp = store.checkpointer(lease_ttl=cmd["ttl"], holder=cmd.get("holder") or None)
             graph = step_graph(who=who, log=cmd["log"], gate_dir=cmd["gate_dir"]).compile(
                 checkpointer=cp, store=store
             )

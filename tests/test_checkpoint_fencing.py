@@ -103,6 +103,28 @@ def test_frozen_holder_cannot_land_a_checkpoint_after_takeover(
     assert head[2] in ("A: step 2", "B: step 2")
 
 
+def test_a_worker_restarted_under_its_holder_name_fences_the_frozen_old_one_out(
+    attach: Callable[..., list[Worker]], inner: Any
+) -> None:
+    # A and B share holder="worker-1" (B is A's restart): B takes the agent at once, without
+    # waiting out A's 30 s lease. A froze (SIGSTOP) inside put() for step 2's checkpoint, past
+    # its own checks. With the epoch kept for the same name, A's late write landed on B's
+    # history; now B's lease has a new epoch and the database refuses it.
+    (a,) = attach("A", ttl=30, faults="before_put=4:stop", holder="worker-1")
+    (b,) = attach("B", ttl=30, holder="worker-1")
+    a.invoke("t", "agent", "go", target=3)
+    wait_until(a.stopped, what="A to freeze")
+    b.invoke("t", "agent", None)
+    done = b.result()
+    assert done.get("n") == 3, done
+    a.signal(signal.SIGCONT)
+    late = a.result()
+    assert late["ok"] is False and late["code"] == "lease_lost", late
+    assert_linear(inner, "t")
+    epochs = {h.metadata["step"]: h.metadata["recall_epoch"] for h in history(inner, "t")}
+    assert epochs[3] > epochs[1]
+
+
 @pytest.mark.parametrize("durability", ["sync", "async"])
 def test_frozen_holder_learns_it_lost_the_lease_and_stops(
     attach: Callable[..., list[Worker]], inner: Any, store: RecallStore, durability: str

@@ -200,7 +200,8 @@ class LeaseKeeper:
                     epoch=mine.epoch,
                 )
             # Reserve the slot before the database call, so two threads of this process
-            # cannot both take the (same-holder, hence re-entrant) database lease.
+            # cannot both take the database lease (the second, under the same holder id,
+            # would take it over at a new epoch and fence the first out).
             held = HeldLease(agent_id, epoch=-1, valid_until=0.0)
             self._held[agent_id] = held
         started = time.monotonic()
@@ -257,10 +258,10 @@ class LeaseKeeper:
                         stacklevel=2,
                     )
         finally:
-            # The slot goes only after the database release. A run of this process queued for
-            # the agent re-takes the lease as the same holder, at the same epoch: had it taken
-            # the slot first, this release would then have ended its lease under it, and it
-            # ran on with a lease the database showed free to any other process.
+            # The slot goes only after the database release: a run of this process queued
+            # for the agent then takes a released lease, at the same epoch. Had it taken the
+            # slot first, it found the lease still live, and this release ended its lease
+            # under it (it ran on with a lease the database showed free to any process).
             if held is not None:
                 self._give_back_slot(agent_id)
         return lost

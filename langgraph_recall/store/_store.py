@@ -889,7 +889,11 @@ class RecallStore(BaseStore):
     # --- leases ----------------------------------------------------------------------------
 
     def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
-        """Take the agent's lease (free, expired or ours) or raise ``LeaseHeld``."""
+        """Take the agent's lease (free, expired or ours) or raise ``LeaseHeld``.
+
+        The epoch (the fencing token) grows when the holder changes, and when ``holder`` takes
+        its own lease while it is still live (another process under the same holder id); a
+        holder taking back the lease it released keeps its epoch."""
         # The take is one conditional upsert, atomic on its own: on PostgreSQL it runs
         # autocommitted (one round trip, not BEGIN + statement + COMMIT); SQLite keeps BEGIN
         # IMMEDIATE on the writers' connection. Refused, the holder is read after it, which can
