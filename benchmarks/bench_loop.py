@@ -697,6 +697,8 @@ PROFILED = [
     ("langgraph_recall.checkpoint._recording", "Recorder._write", "recorder write (background)"),
 ]
 SAVER_METHODS = ("put", "put_writes", "get_tuple")
+# RecallStore's methods, passed over to find who opened a transaction.
+_FACADE_FILES = ("_store.py", "_records_api.py", "_actions_api.py", "contextlib.py")
 
 
 def _role(name: str) -> str:
@@ -799,7 +801,7 @@ def instrument(saver_types: Sequence[type]) -> tuple[dict[str, _Tally], Callable
             if getattr(self._local, "tx", None) is not None:
                 return cm  # joins the thread's open transaction
             frame = sys._getframe(1)
-            while frame.f_code.co_filename.endswith(("_store.py", "contextlib.py")):
+            while frame.f_code.co_filename.endswith(_FACADE_FILES):
                 frame = frame.f_back  # type: ignore[assignment]
             who = frame.f_code.co_name
             if who in ("<lambda>", "run"):

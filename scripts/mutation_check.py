@@ -319,7 +319,7 @@ MUTATIONS = [
     Mutation(
         "one_hold",
         "SQLite: a new call's claim reads and inserts in one hold of the writers' connection",
-        "langgraph_recall/store/_store.py",
+        "langgraph_recall/store/_actions_api.py",
         "                if tx.promote():",
         "                if False:",
         ("tests/test_store_writer.py::-k::one_hold",),
@@ -389,7 +389,7 @@ MUTATIONS = [
     Mutation(
         "pg_lease_one_statement",
         "PostgreSQL: taking a lease is one autocommitted statement",
-        "langgraph_recall/store/_store.py",
+        "langgraph_recall/store/_actions_api.py",
         '        return self._db.tx(write=self._db.dialect == "sqlite")\n',
         "        return self._db.tx(write=True)\n",
         ("tests/test_store_records.py::-k::one_statement_without",),
@@ -760,7 +760,7 @@ MUTATIONS = [
     Mutation(
         "finished_from_memory",
         "a call this process saw finish is answered from memory, with no transaction",
-        "langgraph_recall/store/_store.py",
+        "langgraph_recall/store/_actions_api.py",
         "        if kept is not None:\n",
         "        if False:\n",
         ("tests/test_store_finished.py::-k::without_a_transaction",),
@@ -768,7 +768,7 @@ MUTATIONS = [
     Mutation(
         "finished_kept_after_commit",
         "an end is remembered only once its own transaction committed",
-        "langgraph_recall/store/_store.py",
+        "langgraph_recall/store/_actions_api.py",
         "        ended: list[Sequence[Any]] | None = [] if self._db.outermost() else None\n",
         "        ended: list[Sequence[Any]] | None = []\n",
         ("tests/test_store_finished.py::-k::rolls_back",),
@@ -776,7 +776,7 @@ MUTATIONS = [
     Mutation(
         "finished_kept_when_read",
         "a finished call read by a claim is remembered for the next repeat",
-        "langgraph_recall/store/_store.py",
+        "langgraph_recall/store/_actions_api.py",
         "                finished.keep(row)\n",
         "                pass\n",
         ("tests/test_store_finished.py::-k::read_once and sqlite",),
@@ -792,7 +792,7 @@ MUTATIONS = [
     Mutation(
         "finished_fresh_objects",
         "each repeat builds its own Action from the kept row",
-        "langgraph_recall/store/_store.py",
+        "langgraph_recall/store/_actions_api.py",
         "            settled = _actions.settled_claim(_actions.action_of(kept), action_id, args_digest)\n",
         "            settled = _actions.settled_claim(vars(self).setdefault(action_id, _actions.action_of(kept)), action_id, args_digest)\n",
         ("tests/test_store_finished.py::-k::objects_of_its_own",),
@@ -816,7 +816,7 @@ MUTATIONS = [
     Mutation(
         "finished_kept_when_read_pg",
         "PostgreSQL: a finished call read by a claim is remembered for the next repeat",
-        "langgraph_recall/store/_store.py",
+        "langgraph_recall/store/_actions_api.py",
         "            finished.keep(row)  # read before this claim wrote anything: committed\n",
         "            pass\n",
         ("tests/test_store_finished.py::-k::read_once and postgres",),
@@ -824,7 +824,7 @@ MUTATIONS = [
     Mutation(
         "finished_kept_on_end",
         "an end this process wrote is remembered, so the next repeat reads nothing",
-        "langgraph_recall/store/_store.py",
+        "langgraph_recall/store/_actions_api.py",
         "        if ended:\n            self._db.finished.keep(ended[0])\n",
         "",
         ("tests/test_store_finished.py::-k::sibling",),
@@ -981,7 +981,7 @@ MUTATIONS = [
     Mutation(
         "lease_write_lock",
         "SQLite: a lease's release and renewal queue at the store's write lock",
-        "langgraph_recall/store/_store.py",
+        "langgraph_recall/store/_actions_api.py",
         '        return self._db.tx(write=self._db.dialect == "sqlite")\n',
         "        return self._db.tx()\n",
         ("tests/test_store_writer.py::-k::lease_write_queues",),

@@ -4,6 +4,10 @@ Sync methods talk to the database directly; every ``a``-prefixed twin runs the s
 in a worker thread. That keeps each piece of logic in one place, never blocks the event loop,
 and works the same from a script, a thread pool, ``ainvoke`` and a Jupyter cell (whose sync
 calls happen while a loop is running, which LangGraph's own async stores refuse).
+
+This module holds the store's life (open, close), the ``BaseStore`` surface, TTL and recording;
+the typed records API is in ``_records_api`` and actions, approvals and leases in
+``_actions_api``, which ``RecallStore`` inherits.
 """
 
 from __future__ import annotations
@@ -15,8 +19,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -37,17 +40,17 @@ from langgraph.store.base import (
 
 from .._errors import InvalidNamespace, RecallError
 from .._process import not_picklable
-from . import _actions, _items, _records
+from . import _items, _records
+from ._actions_api import ActionsAPI
 from ._db import (
     Database,
     PostgresDatabase,
     SqliteDatabase,
-    Tx,
     check_scheme,
     is_postgres_target,
     sqlite_path,
 )
-from ._models import Action, AgentInfo, Approval, Claim, Lease, Pointer, Turn, TurnView, UndoReport
+from ._records_api import RecordsAPI
 from ._secret import postgres_secret, postgres_secret_given, refuse_if_deleted, sqlite_secret
 
 log = logging.getLogger("langgraph_recall")
@@ -69,7 +72,7 @@ def default_target() -> str:
     return os.environ.get(ENV_DB) or DEFAULT_DB
 
 
-class RecallStore(BaseStore):
+class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
     """A LangGraph store that also keeps each agent's records: turns, working state, pointers,
     outputs, actions, approvals and leases, on SQLite (default) or PostgreSQL.
 
@@ -300,9 +303,6 @@ class RecallStore(BaseStore):
     def __repr__(self) -> str:
         return f"RecallStore({self.target!r})"
 
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
     # --- BaseStore -------------------------------------------------------------------------
 
     def put(
@@ -430,21 +430,7 @@ class RecallStore(BaseStore):
             self._sweeper = None
         return stopped
 
-    def _switch_thread(self, agent_id: str, thread_id: str) -> str | None:
-        """Note the agent's current thread at a run's start; the thread noted before, if other.
-
-        PostgreSQL: one autocommitted statement (one round trip, not three); SQLite: one write
-        transaction.
-        """
-        with self._db.tx(write=self._db.dialect == "sqlite") as tx:
-            return _records.switch_thread(tx, agent_id, thread_id)
-
-    def _remember_turn(self, agent_id: str, turn_id: str, thread_id: str) -> None:
-        """Note a submitted ``configurable["turn_id"]`` (the checkpointer's, under the lease)."""
-        with self._db.tx(write=True) as tx:
-            _records.remember_turn(tx, agent_id, turn_id, thread_id)
-
-    # --- turns -----------------------------------------------------------------------------
+    # --- recording turns, and a run's end (its lease given up with its last turns) ----------
 
     def record(
         self, agent_id: str, messages: Sequence[BaseMessage], *, thread_id: str | None = None
@@ -459,6 +445,11 @@ class RecallStore(BaseStore):
         graph's state one). Returns how many were new.
         """
         return self._record(agent_id, _message_list(messages), thread_id, None)
+
+    async def arecord(
+        self, agent_id: str, messages: Sequence[BaseMessage], *, thread_id: str | None = None
+    ) -> int:
+        return await self._run(self.record, agent_id, messages, thread_id=thread_id)
 
     def _end_run(
         self,
@@ -511,454 +502,6 @@ class RecallStore(BaseStore):
                 thread_id=thread_id,
                 output_threshold=self.output_threshold,
             )
-
-    async def arecord(
-        self, agent_id: str, messages: Sequence[BaseMessage], *, thread_id: str | None = None
-    ) -> int:
-        return await self._run(self.record, agent_id, messages, thread_id=thread_id)
-
-    def turns(self, agent_id: str, last: int | None = None) -> list[Turn]:
-        """The agent's turns, oldest first; ``last=N`` reads only the newest N (an index scan)."""
-        with self._db.tx() as tx:
-            return _records.turns(tx, agent_id, last)
-
-    async def aturns(self, agent_id: str, last: int | None = None) -> list[Turn]:
-        return await self._run(self.turns, agent_id, last)
-
-    def turn_page(
-        self,
-        agent_id: str,
-        limit: int,
-        *,
-        before: int | None = None,
-        skip_ids: Container[str] = (),
-    ) -> tuple[list[TurnView], int | None]:
-        """Up to ``limit`` turns older than seq ``before``, newest first, for readers that stop
-        early (the briefing): each a ``TurnView`` of the fields as recorded (several times
-        cheaper than rebuilding messages), large outputs left as references, turns in
-        ``skip_ids`` not decoded. Returns them and the ``before`` of the next page (None at the
-        start of the history)."""
-        with self._db.tx() as tx:
-            return _records.turn_page(tx, agent_id, limit, before=before, skip_ids=skip_ids)
-
-    async def aturn_page(
-        self, agent_id: str, limit: int, *, before: int | None = None, skip_ids: Container[str] = ()
-    ) -> tuple[list[TurnView], int | None]:
-        return await self._run(self.turn_page, agent_id, limit, before=before, skip_ids=skip_ids)
-
-    # --- working state, milestones, pointers -------------------------------------------------
-
-    def working_state(self, agent_id: str) -> dict[str, Any]:
-        """The latest merged working state (goal, plan, progress, decisions, last_milestone...)."""
-        with self._db.tx() as tx:
-            return _records.working_state(tx, agent_id)
-
-    async def aworking_state(self, agent_id: str) -> dict[str, Any]:
-        return await self._run(self.working_state, agent_id)
-
-    def update_working_state(self, agent_id: str, **fields: Any) -> dict[str, Any]:
-        """Revise working-state fields (each revision kept); ``None`` removes a field.
-
-        Returns the merged view.
-        """
-        with self._db.tx(write=True) as tx:
-            return _records.update_working_state(tx, agent_id, fields)
-
-    async def aupdate_working_state(self, agent_id: str, **fields: Any) -> dict[str, Any]:
-        return await self._run(self.update_working_state, agent_id, **fields)
-
-    def milestone(self, agent_id: str, text: str) -> dict[str, Any]:
-        """Append a milestone (kept in the history; the latest shows in the working state)."""
-        with self._db.tx(write=True) as tx:
-            return _records.milestone(tx, agent_id, text)
-
-    async def amilestone(self, agent_id: str, text: str) -> dict[str, Any]:
-        return await self._run(self.milestone, agent_id, text)
-
-    def revisions(self, agent_id: str) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
-        """Every working-state, milestone and pointer revision: (seq, kind, name, data, time)."""
-        with self._db.tx() as tx:
-            return _records.revisions(tx, agent_id)
-
-    async def arevisions(
-        self, agent_id: str
-    ) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
-        return await self._run(self.revisions, agent_id)
-
-    def set_pointer(
-        self, agent_id: str, name: str, target: str, note: str | None = None
-    ) -> Pointer:
-        """Point ``name`` at ``target`` (latest wins; every change is kept)."""
-        with self._db.tx(write=True) as tx:
-            return _records.set_pointer(tx, agent_id, name, target, note)
-
-    async def aset_pointer(
-        self, agent_id: str, name: str, target: str, note: str | None = None
-    ) -> Pointer:
-        return await self._run(self.set_pointer, agent_id, name, target, note)
-
-    def pointers(self, agent_id: str) -> dict[str, Pointer]:
-        """The current pointers by name."""
-        with self._db.tx() as tx:
-            return _records.pointers(tx, agent_id)
-
-    async def apointers(self, agent_id: str) -> dict[str, Pointer]:
-        return await self._run(self.pointers, agent_id)
-
-    # --- outputs ---------------------------------------------------------------------------
-
-    def put_output(self, agent_id: str, content: str) -> str:
-        """Store ``content`` whole and return its reference (the same content, the same ref)."""
-        if not isinstance(content, str):
-            raise RecallError(
-                "an output is text; str() or json.dumps it first", code="invalid_value"
-            )
-        with self._db.tx(write=True) as tx:
-            _records.touch_agent(tx, agent_id)
-            return _records.put_output(tx, agent_id, content)
-
-    async def aput_output(self, agent_id: str, content: str) -> str:
-        return await self._run(self.put_output, agent_id, content)
-
-    def fetch_output(self, ref: str, offset: int = 0, length: int | None = None) -> str:
-        """Read a stored output, or ``length`` characters of it from ``offset``."""
-        with self._db.tx() as tx:
-            return _records.fetch_output(tx, ref, offset, length)
-
-    async def afetch_output(self, ref: str, offset: int = 0, length: int | None = None) -> str:
-        return await self._run(self.fetch_output, ref, offset, length)
-
-    # --- actions ---------------------------------------------------------------------------
-
-    def claim(
-        self,
-        agent_id: str,
-        action_id: str,
-        *,
-        tool: str,
-        args: Any,
-        args_digest: str,
-        klass: str = "external",
-        idempotency_key: str | None = None,
-        thread_id: str | None = None,
-        epoch: int | None = None,
-    ) -> Claim:
-        """Record the intent to run an action, unless it already ran or is in doubt.
-
-        Insert-if-absent in one transaction: of any number of concurrent claimers of the same
-        action, exactly one gets ``claimed``; the rest see ``in_doubt`` (or ``done``). An action
-        this store saw finish (done or failed) is answered from memory, with no transaction.
-        """
-
-        def intent() -> _actions.Intent:
-            # Built only when an attempt is to be inserted: a repeat lookup (a resume finding
-            # its calls done) never needs it, and building it is a tenth of that lookup's cost.
-            return _actions.Intent(
-                agent_id=agent_id,
-                action_id=action_id,
-                tool=tool,
-                klass=klass,
-                args=args,
-                args_digest=args_digest,
-                idempotency_key=idempotency_key or action_id,
-                thread_id=thread_id,
-                epoch=epoch,
-            )
-
-        # A finished action never changes again (its end is written once, and a new attempt
-        # only follows an abandoned or not-done one): one this process saw finish answers from
-        # memory (``_finished``), with no read at all. ``close()`` empties it, so a closed
-        # store still refuses (its next transaction raises).
-        finished = self._db.finished
-        kept = finished.get(action_id)
-        if kept is not None:
-            settled = _actions.settled_claim(_actions.action_of(kept), action_id, args_digest)
-            if settled is not None:  # always: what is kept is done or failed
-                return settled
-        # Read first, without the write lock. An open action can only become finished, so
-        # either answer stays true and the repeat lookup of a resume needs no lock. A new
-        # attempt is inserted under the write lock, where the primary key settles any race
-        # with claimers that read the same state.
-        row: Sequence[Any] | None = None
-        if self._db.dialect == "postgres":
-            # PostgreSQL: the read and a first attempt's claim are one autocommitted statement
-            # (one round trip instead of a read, then BEGIN, four statements and COMMIT).
-            with self._db.tx() as tx:
-                first, row = _actions.claim_first_pg(tx, intent())
-            if first is not None:
-                return first
-            finished.keep(row)  # read before this claim wrote anything: committed
-        prev: Action | None = None if row is None else _actions.action_of(row)
-        if prev is None:  # SQLite; or PostgreSQL lost a race for attempt 1: read it now
-            with self._db.tx(warm=True) as tx:
-                row = _actions.latest_row(tx, action_id)
-                # The claim's first statement (an approval's spend, which may share the
-                # transaction, comes after it): a finished row here is committed, not ours.
-                finished.keep(row)
-                prev = None if row is None else _actions.action_of(row)
-                settled = _actions.settled_claim(prev, action_id, args_digest)
-                if settled is not None:
-                    return settled
-                if tx.promote():  # SQLite, no write in progress: insert under the same lock
-                    return _actions.insert_attempt(tx, prev, intent())
-        else:
-            settled = _actions.settled_claim(prev, action_id, args_digest)
-            if settled is not None:
-                return settled
-        with self._db.tx(write=True) as tx:
-            return _actions.insert_attempt(tx, prev, intent())
-
-    async def aclaim(self, agent_id: str, action_id: str, **kwargs: Any) -> Claim:
-        return await self._run(self.claim, agent_id, action_id, **kwargs)
-
-    def end(
-        self,
-        action_id: str,
-        attempt: int,
-        outcome: str,
-        *,
-        result: Any = None,
-        error: str | None = None,
-        note: str | None = None,
-        resolved_by: str | None = None,
-        flush_later: bool = False,
-    ) -> bool:
-        """Record how an attempt ended (done, failed, abandoned, not_done). Only the first counts.
-
-        ``flush_later=True`` lets the commit return before the disk has it: only for a caller
-        that knows a write to this same database follows (see ``Database.tx``).
-        """
-        # A finished end is remembered (``_finished``) only once it has committed: when this
-        # call's transaction is the outermost one. Inside a caller's transaction it may still
-        # roll back.
-        ended: list[Sequence[Any]] | None = [] if self._db.outermost() else None
-        # PostgreSQL: `_actions.end` is one statement there, atomic on its own, so it runs
-        # autocommitted (no BEGIN/COMMIT round trips). SQLite keeps BEGIN IMMEDIATE.
-        with self._db.tx(write=self._db.dialect == "sqlite", flush_later=flush_later) as tx:
-            changed = _actions.end(
-                tx,
-                action_id,
-                attempt,
-                outcome,
-                result=result,
-                error=error,
-                note=note,
-                resolved_by=resolved_by,
-                ended=ended,
-            )
-        if ended:
-            self._db.finished.keep(ended[0])
-        return changed
-
-    async def aend(self, action_id: str, attempt: int, outcome: str, **kwargs: Any) -> bool:
-        return await self._run(self.end, action_id, attempt, outcome, **kwargs)
-
-    def action(self, action_id: str) -> Action:
-        """One action by id (or unique id prefix). Raises ``unknown_action``."""
-        with self._db.tx() as tx:
-            return _actions.find_action(tx, action_id)
-
-    async def aaction(self, action_id: str) -> Action:
-        return await self._run(self.action, action_id)
-
-    def actions(self, agent_id: str, open_only: bool = False) -> list[Action]:
-        """The agent's actions (latest attempt each), oldest first; ``open_only``: in doubt only."""
-        with self._db.tx() as tx:
-            return _actions.actions(tx, agent_id, open_only)
-
-    async def aactions(self, agent_id: str, open_only: bool = False) -> list[Action]:
-        return await self._run(self.actions, agent_id, open_only)
-
-    def resolve(self, action_id: str, outcome: str | bool, note: str | None = None) -> Action:
-        """A person settles an open action: ``"done"`` (it happened) or ``"not_done"``.
-
-        A ``not_done`` action may run again on the next resume, under the same idempotency key.
-        Raises ``not_open`` if it already ended, ``unknown_action`` if there is no such action.
-        """
-        if isinstance(outcome, bool):
-            outcome = "done" if outcome else "not_done"
-        with self._db.tx(write=True) as tx:
-            return _actions.resolve(tx, action_id, outcome, note, by="person")
-
-    async def aresolve(
-        self, action_id: str, outcome: str | bool, note: str | None = None
-    ) -> Action:
-        return await self._run(self.resolve, action_id, outcome, note)
-
-    def undo(
-        self, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
-    ) -> UndoReport:
-        """Reverse the agent's done actions newest first with their undo functions.
-
-        The functions are those of the ``DurableToolNode``/``RecallMiddleware`` ``undo=`` of a
-        node that ran in this process (or was given this store by ``node.durable.register_undo(store)``), and
-        ``undo``, by tool name: a new process that has run no node passes them here. Each undo
-        is itself a once-only action; the walk stops at anything in doubt and reports done
-        actions whose tool has no known undo (``no_undo``) and those an earlier call reversed
-        (``already_undone``).
-        """
-        from ..tools._undo import run_undo
-
-        return run_undo(self, agent_id, undo)
-
-    async def aundo(
-        self, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
-    ) -> UndoReport:
-        return await self._run(self.undo, agent_id, undo)
-
-    # --- approvals -------------------------------------------------------------------------
-
-    def record_decision(
-        self,
-        agent_id: str,
-        action_id: str,
-        decision: str,
-        *,
-        args: Any = None,
-        args_digest: str | None = None,
-        message: str | None = None,
-    ) -> Approval:
-        """Record a request or a decision for an action, signed over agent, action and digest."""
-        with self._db.tx(write=True) as tx:
-            return _actions.record_decision(
-                tx,
-                self._secret,
-                agent_id=agent_id,
-                action_id=action_id,
-                decision=decision,
-                args=args,
-                args_digest=args_digest,
-                message=message,
-            )
-
-    async def arecord_decision(
-        self, agent_id: str, action_id: str, decision: str, **kw: Any
-    ) -> Approval:
-        return await self._run(self.record_decision, agent_id, action_id, decision, **kw)
-
-    def latest_decision(self, action_id: str) -> Approval | None:
-        with self._db.tx() as tx:
-            return _actions.latest_decision(tx, action_id)
-
-    async def alatest_decision(self, action_id: str) -> Approval | None:
-        return await self._run(self.latest_decision, action_id)
-
-    def spend_approval(
-        self, agent_id: str, action_id: str, args_digest: str, attempt: int
-    ) -> Approval:
-        """Spend the latest decision on one execution of exactly ``args_digest``.
-
-        Raises ``approval_denied`` after a "no", ``approval_mismatch`` for other arguments, a bad
-        signature or an approval already spent, ``approval_required`` when none was given.
-        """
-        with self._db.tx(write=True) as tx:
-            return _actions.spend_approval(
-                tx,
-                self._secret,
-                agent_id=agent_id,
-                action_id=action_id,
-                args_digest=args_digest,
-                attempt=attempt,
-            )
-
-    async def aspend_approval(
-        self, agent_id: str, action_id: str, args_digest: str, attempt: int
-    ) -> Approval:
-        return await self._run(self.spend_approval, agent_id, action_id, args_digest, attempt)
-
-    def pending_approvals(self, agent_id: str) -> list[Approval]:
-        """Approval requests still waiting for a person."""
-        with self._db.tx() as tx:
-            return _actions.pending_approvals(tx, agent_id)
-
-    async def apending_approvals(self, agent_id: str) -> list[Approval]:
-        return await self._run(self.pending_approvals, agent_id)
-
-    def verify_approvals(self) -> list[Approval]:
-        """Approvals whose signature does not verify with this store's secret (empty is good)."""
-        with self._db.tx() as tx:
-            return [
-                a
-                for a in _actions.all_approvals(tx)
-                if not _actions.verify_signature(self._secret, a)
-            ]
-
-    async def averify_approvals(self) -> list[Approval]:
-        return await self._run(self.verify_approvals)
-
-    # --- leases ----------------------------------------------------------------------------
-
-    def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
-        """Take the agent's lease (free, expired or ours) or raise ``LeaseHeld``.
-
-        The epoch (the fencing token) grows when the holder changes, and when ``holder`` takes
-        its own lease while it is still live (another process under the same holder id); a
-        holder taking back the lease it released keeps its epoch."""
-        # The take is one conditional upsert, atomic on its own: on PostgreSQL it runs
-        # autocommitted (one round trip, not BEGIN + statement + COMMIT); SQLite keeps BEGIN
-        # IMMEDIATE on the writers' connection. Refused, the holder is read after it, which can
-        # only be later: the answer (held, by whom) was true when the upsert ran.
-        with self._lease_write() as tx:
-            return _records.acquire_lease(tx, agent_id, holder, ttl)
-
-    async def aacquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
-        return await self._run(self.acquire_lease, agent_id, holder, ttl)
-
-    def renew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
-        """Extend our lease; False if another holder took it (we were fenced out)."""
-        # PostgreSQL: one UPDATE, autocommitted: no transaction left open across round trips,
-        # so a holder frozen mid-renewal (SIGSTOP, a paused VM) never holds the lease row
-        # against takeover. SQLite: see ``_lease_write``.
-        with self._lease_write() as tx:
-            return _records.renew_lease(tx, agent_id, holder, epoch, ttl)
-
-    async def arenew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
-        return await self._run(self.renew_lease, agent_id, holder, epoch, ttl)
-
-    def release_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
-        """Give the lease up so the next process can start at once."""
-        with self._lease_write() as tx:  # as in renew_lease
-            return _records.release_lease(tx, agent_id, holder, epoch)
-
-    def _lease_write(self) -> AbstractContextManager[Tx]:
-        """The transaction of a lease's take, renewal or release: autocommitted on PostgreSQL
-        (each is one statement); on SQLite a write on the writers' connection, under the
-        store's write lock.
-
-        On SQLite every write of this process must queue at that lock. An UPDATE on a pooled
-        connection would meet the writers' transaction inside SQLite instead, whose busy
-        handler sleeps 1, 2, 5... ms between tries and can lose every race to a busy writer
-        thread: beside one thread recording in a loop, a release measured here waited 1.3 s.
-        """
-        return self._db.tx(write=self._db.dialect == "sqlite")
-
-    async def arelease_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
-        return await self._run(self.release_lease, agent_id, holder, epoch)
-
-    def lease(self, agent_id: str) -> Lease | None:
-        """The agent's lease row (it may have expired)."""
-        with self._db.tx() as tx:
-            return _records.lease(tx, agent_id)
-
-    async def alease(self, agent_id: str) -> Lease | None:
-        return await self._run(self.lease, agent_id)
-
-    # --- agents ----------------------------------------------------------------------------
-
-    def agents(self) -> list[AgentInfo]:
-        """Every agent with records: turns, open actions, lease holder, last activity."""
-        with self._db.tx() as tx:
-            return _records.agents(tx)
-
-    async def aagents(self) -> list[AgentInfo]:
-        return await self._run(self.agents)
-
-    def has_agent(self, agent_id: str) -> bool:
-        with self._db.tx() as tx:
-            return _records.agent_exists(tx, agent_id)
-
-    async def ahas_agent(self, agent_id: str) -> bool:
-        return await self._run(self.has_agent, agent_id)
 
     # --- briefing and checkpointer ---------------------------------------------------------
 

@@ -1,0 +1,333 @@
+"""RecallStore's methods for what an agent does: actions (intent, end, resolve, undo),
+approvals and leases (see ``_api_base`` for how the methods are grouped)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, cast
+
+from . import _actions, _records
+from ._api_base import StoreBase
+from ._db import Tx
+from ._models import Action, Approval, Claim, Lease, UndoReport
+
+if TYPE_CHECKING:
+    from ._store import RecallStore
+
+
+class ActionsAPI(StoreBase):
+    # --- actions ---------------------------------------------------------------------------
+
+    def claim(
+        self,
+        agent_id: str,
+        action_id: str,
+        *,
+        tool: str,
+        args: Any,
+        args_digest: str,
+        klass: str = "external",
+        idempotency_key: str | None = None,
+        thread_id: str | None = None,
+        epoch: int | None = None,
+    ) -> Claim:
+        """Record the intent to run an action, unless it already ran or is in doubt.
+
+        Insert-if-absent in one transaction: of any number of concurrent claimers of the same
+        action, exactly one gets ``claimed``; the rest see ``in_doubt`` (or ``done``). An action
+        this store saw finish (done or failed) is answered from memory, with no transaction.
+        """
+
+        def intent() -> _actions.Intent:
+            # Built only when an attempt is to be inserted: a repeat lookup (a resume finding
+            # its calls done) never needs it, and building it is a tenth of that lookup's cost.
+            return _actions.Intent(
+                agent_id=agent_id,
+                action_id=action_id,
+                tool=tool,
+                klass=klass,
+                args=args,
+                args_digest=args_digest,
+                idempotency_key=idempotency_key or action_id,
+                thread_id=thread_id,
+                epoch=epoch,
+            )
+
+        # A finished action never changes again (its end is written once, and a new attempt
+        # only follows an abandoned or not-done one): one this process saw finish answers from
+        # memory (``_finished``), with no read at all. ``close()`` empties it, so a closed
+        # store still refuses (its next transaction raises).
+        finished = self._db.finished
+        kept = finished.get(action_id)
+        if kept is not None:
+            settled = _actions.settled_claim(_actions.action_of(kept), action_id, args_digest)
+            if settled is not None:  # always: what is kept is done or failed
+                return settled
+        # Read first, without the write lock. An open action can only become finished, so
+        # either answer stays true and the repeat lookup of a resume needs no lock. A new
+        # attempt is inserted under the write lock, where the primary key settles any race
+        # with claimers that read the same state.
+        row: Sequence[Any] | None = None
+        if self._db.dialect == "postgres":
+            # PostgreSQL: the read and a first attempt's claim are one autocommitted statement
+            # (one round trip instead of a read, then BEGIN, four statements and COMMIT).
+            with self._db.tx() as tx:
+                first, row = _actions.claim_first_pg(tx, intent())
+            if first is not None:
+                return first
+            finished.keep(row)  # read before this claim wrote anything: committed
+        prev: Action | None = None if row is None else _actions.action_of(row)
+        if prev is None:  # SQLite; or PostgreSQL lost a race for attempt 1: read it now
+            with self._db.tx(warm=True) as tx:
+                row = _actions.latest_row(tx, action_id)
+                # The claim's first statement (an approval's spend, which may share the
+                # transaction, comes after it): a finished row here is committed, not ours.
+                finished.keep(row)
+                prev = None if row is None else _actions.action_of(row)
+                settled = _actions.settled_claim(prev, action_id, args_digest)
+                if settled is not None:
+                    return settled
+                if tx.promote():  # SQLite, no write in progress: insert under the same lock
+                    return _actions.insert_attempt(tx, prev, intent())
+        else:
+            settled = _actions.settled_claim(prev, action_id, args_digest)
+            if settled is not None:
+                return settled
+        with self._db.tx(write=True) as tx:
+            return _actions.insert_attempt(tx, prev, intent())
+
+    async def aclaim(self, agent_id: str, action_id: str, **kwargs: Any) -> Claim:
+        return await self._run(self.claim, agent_id, action_id, **kwargs)
+
+    def end(
+        self,
+        action_id: str,
+        attempt: int,
+        outcome: str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        note: str | None = None,
+        resolved_by: str | None = None,
+        flush_later: bool = False,
+    ) -> bool:
+        """Record how an attempt ended (done, failed, abandoned, not_done). Only the first counts.
+
+        ``flush_later=True`` lets the commit return before the disk has it: only for a caller
+        that knows a write to this same database follows (see ``Database.tx``).
+        """
+        # A finished end is remembered (``_finished``) only once it has committed: when this
+        # call's transaction is the outermost one. Inside a caller's transaction it may still
+        # roll back.
+        ended: list[Sequence[Any]] | None = [] if self._db.outermost() else None
+        # PostgreSQL: `_actions.end` is one statement there, atomic on its own, so it runs
+        # autocommitted (no BEGIN/COMMIT round trips). SQLite keeps BEGIN IMMEDIATE.
+        with self._db.tx(write=self._db.dialect == "sqlite", flush_later=flush_later) as tx:
+            changed = _actions.end(
+                tx,
+                action_id,
+                attempt,
+                outcome,
+                result=result,
+                error=error,
+                note=note,
+                resolved_by=resolved_by,
+                ended=ended,
+            )
+        if ended:
+            self._db.finished.keep(ended[0])
+        return changed
+
+    async def aend(self, action_id: str, attempt: int, outcome: str, **kwargs: Any) -> bool:
+        return await self._run(self.end, action_id, attempt, outcome, **kwargs)
+
+    def action(self, action_id: str) -> Action:
+        """One action by id (or unique id prefix). Raises ``unknown_action``."""
+        with self._db.tx() as tx:
+            return _actions.find_action(tx, action_id)
+
+    async def aaction(self, action_id: str) -> Action:
+        return await self._run(self.action, action_id)
+
+    def actions(self, agent_id: str, open_only: bool = False) -> list[Action]:
+        """The agent's actions (latest attempt each), oldest first; ``open_only``: in doubt only."""
+        with self._db.tx() as tx:
+            return _actions.actions(tx, agent_id, open_only)
+
+    async def aactions(self, agent_id: str, open_only: bool = False) -> list[Action]:
+        return await self._run(self.actions, agent_id, open_only)
+
+    def resolve(self, action_id: str, outcome: str | bool, note: str | None = None) -> Action:
+        """A person settles an open action: ``"done"`` (it happened) or ``"not_done"``.
+
+        A ``not_done`` action may run again on the next resume, under the same idempotency key.
+        Raises ``not_open`` if it already ended, ``unknown_action`` if there is no such action.
+        """
+        if isinstance(outcome, bool):
+            outcome = "done" if outcome else "not_done"
+        with self._db.tx(write=True) as tx:
+            return _actions.resolve(tx, action_id, outcome, note, by="person")
+
+    async def aresolve(
+        self, action_id: str, outcome: str | bool, note: str | None = None
+    ) -> Action:
+        return await self._run(self.resolve, action_id, outcome, note)
+
+    def undo(
+        self, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
+    ) -> UndoReport:
+        """Reverse the agent's done actions newest first with their undo functions.
+
+        The functions are those of the ``DurableToolNode``/``RecallMiddleware`` ``undo=`` of a
+        node that ran in this process (or was given this store by ``node.durable.register_undo(store)``), and
+        ``undo``, by tool name: a new process that has run no node passes them here. Each undo
+        is itself a once-only action; the walk stops at anything in doubt and reports done
+        actions whose tool has no known undo (``no_undo``) and those an earlier call reversed
+        (``already_undone``).
+        """
+        from ..tools._undo import run_undo
+
+        return run_undo(cast("RecallStore", self), agent_id, undo)
+
+    async def aundo(
+        self, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
+    ) -> UndoReport:
+        return await self._run(self.undo, agent_id, undo)
+
+    # --- approvals -------------------------------------------------------------------------
+
+    def record_decision(
+        self,
+        agent_id: str,
+        action_id: str,
+        decision: str,
+        *,
+        args: Any = None,
+        args_digest: str | None = None,
+        message: str | None = None,
+    ) -> Approval:
+        """Record a request or a decision for an action, signed over agent, action and digest."""
+        with self._db.tx(write=True) as tx:
+            return _actions.record_decision(
+                tx,
+                self._secret,
+                agent_id=agent_id,
+                action_id=action_id,
+                decision=decision,
+                args=args,
+                args_digest=args_digest,
+                message=message,
+            )
+
+    async def arecord_decision(
+        self, agent_id: str, action_id: str, decision: str, **kw: Any
+    ) -> Approval:
+        return await self._run(self.record_decision, agent_id, action_id, decision, **kw)
+
+    def latest_decision(self, action_id: str) -> Approval | None:
+        with self._db.tx() as tx:
+            return _actions.latest_decision(tx, action_id)
+
+    async def alatest_decision(self, action_id: str) -> Approval | None:
+        return await self._run(self.latest_decision, action_id)
+
+    def spend_approval(
+        self, agent_id: str, action_id: str, args_digest: str, attempt: int
+    ) -> Approval:
+        """Spend the latest decision on one execution of exactly ``args_digest``.
+
+        Raises ``approval_denied`` after a "no", ``approval_mismatch`` for other arguments, a bad
+        signature or an approval already spent, ``approval_required`` when none was given.
+        """
+        with self._db.tx(write=True) as tx:
+            return _actions.spend_approval(
+                tx,
+                self._secret,
+                agent_id=agent_id,
+                action_id=action_id,
+                args_digest=args_digest,
+                attempt=attempt,
+            )
+
+    async def aspend_approval(
+        self, agent_id: str, action_id: str, args_digest: str, attempt: int
+    ) -> Approval:
+        return await self._run(self.spend_approval, agent_id, action_id, args_digest, attempt)
+
+    def pending_approvals(self, agent_id: str) -> list[Approval]:
+        """Approval requests still waiting for a person."""
+        with self._db.tx() as tx:
+            return _actions.pending_approvals(tx, agent_id)
+
+    async def apending_approvals(self, agent_id: str) -> list[Approval]:
+        return await self._run(self.pending_approvals, agent_id)
+
+    def verify_approvals(self) -> list[Approval]:
+        """Approvals whose signature does not verify with this store's secret (empty is good)."""
+        with self._db.tx() as tx:
+            return [
+                a
+                for a in _actions.all_approvals(tx)
+                if not _actions.verify_signature(self._secret, a)
+            ]
+
+    async def averify_approvals(self) -> list[Approval]:
+        return await self._run(self.verify_approvals)
+
+    # --- leases ----------------------------------------------------------------------------
+
+    def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
+        """Take the agent's lease (free, expired or ours) or raise ``LeaseHeld``.
+
+        The epoch (the fencing token) grows when the holder changes, and when ``holder`` takes
+        its own lease while it is still live (another process under the same holder id); a
+        holder taking back the lease it released keeps its epoch."""
+        # The take is one conditional upsert, atomic on its own: on PostgreSQL it runs
+        # autocommitted (one round trip, not BEGIN + statement + COMMIT); SQLite keeps BEGIN
+        # IMMEDIATE on the writers' connection. Refused, the holder is read after it, which can
+        # only be later: the answer (held, by whom) was true when the upsert ran.
+        with self._lease_write() as tx:
+            return _records.acquire_lease(tx, agent_id, holder, ttl)
+
+    async def aacquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
+        return await self._run(self.acquire_lease, agent_id, holder, ttl)
+
+    def renew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
+        """Extend our lease; False if another holder took it (we were fenced out)."""
+        # PostgreSQL: one UPDATE, autocommitted: no transaction left open across round trips,
+        # so a holder frozen mid-renewal (SIGSTOP, a paused VM) never holds the lease row
+        # against takeover. SQLite: see ``_lease_write``.
+        with self._lease_write() as tx:
+            return _records.renew_lease(tx, agent_id, holder, epoch, ttl)
+
+    async def arenew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
+        return await self._run(self.renew_lease, agent_id, holder, epoch, ttl)
+
+    def release_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
+        """Give the lease up so the next process can start at once."""
+        with self._lease_write() as tx:  # as in renew_lease
+            return _records.release_lease(tx, agent_id, holder, epoch)
+
+    def _lease_write(self) -> AbstractContextManager[Tx]:
+        """The transaction of a lease's take, renewal or release: autocommitted on PostgreSQL
+        (each is one statement); on SQLite a write on the writers' connection, under the
+        store's write lock.
+
+        On SQLite every write of this process must queue at that lock. An UPDATE on a pooled
+        connection would meet the writers' transaction inside SQLite instead, whose busy
+        handler sleeps 1, 2, 5... ms between tries and can lose every race to a busy writer
+        thread: beside one thread recording in a loop, a release measured here waited 1.3 s.
+        """
+        return self._db.tx(write=self._db.dialect == "sqlite")
+
+    async def arelease_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
+        return await self._run(self.release_lease, agent_id, holder, epoch)
+
+    def lease(self, agent_id: str) -> Lease | None:
+        """The agent's lease row (it may have expired)."""
+        with self._db.tx() as tx:
+            return _records.lease(tx, agent_id)
+
+    async def alease(self, agent_id: str) -> Lease | None:
+        return await self._run(self.lease, agent_id)

@@ -1,0 +1,158 @@
+"""RecallStore's methods for the agent's records: turns, working state, milestones,
+pointers, outputs and the list of agents (see ``_api_base`` for how the methods are grouped)."""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from typing import Any
+
+from .._errors import RecallError
+from . import _records
+from ._api_base import StoreBase
+from ._models import AgentInfo, Pointer, Turn, TurnView
+
+
+class RecordsAPI(StoreBase):
+    def _switch_thread(self, agent_id: str, thread_id: str) -> str | None:
+        """Note the agent's current thread at a run's start; the thread noted before, if other.
+
+        PostgreSQL: one autocommitted statement (one round trip, not three); SQLite: one write
+        transaction.
+        """
+        with self._db.tx(write=self._db.dialect == "sqlite") as tx:
+            return _records.switch_thread(tx, agent_id, thread_id)
+
+    def _remember_turn(self, agent_id: str, turn_id: str, thread_id: str) -> None:
+        """Note a submitted ``configurable["turn_id"]`` (the checkpointer's, under the lease)."""
+        with self._db.tx(write=True) as tx:
+            _records.remember_turn(tx, agent_id, turn_id, thread_id)
+
+    # --- turns -----------------------------------------------------------------------------
+
+    def turns(self, agent_id: str, last: int | None = None) -> list[Turn]:
+        """The agent's turns, oldest first; ``last=N`` reads only the newest N (an index scan)."""
+        with self._db.tx() as tx:
+            return _records.turns(tx, agent_id, last)
+
+    async def aturns(self, agent_id: str, last: int | None = None) -> list[Turn]:
+        return await self._run(self.turns, agent_id, last)
+
+    def turn_page(
+        self,
+        agent_id: str,
+        limit: int,
+        *,
+        before: int | None = None,
+        skip_ids: Container[str] = (),
+    ) -> tuple[list[TurnView], int | None]:
+        """Up to ``limit`` turns older than seq ``before``, newest first, for readers that stop
+        early (the briefing): each a ``TurnView`` of the fields as recorded (several times
+        cheaper than rebuilding messages), large outputs left as references, turns in
+        ``skip_ids`` not decoded. Returns them and the ``before`` of the next page (None at the
+        start of the history)."""
+        with self._db.tx() as tx:
+            return _records.turn_page(tx, agent_id, limit, before=before, skip_ids=skip_ids)
+
+    async def aturn_page(
+        self, agent_id: str, limit: int, *, before: int | None = None, skip_ids: Container[str] = ()
+    ) -> tuple[list[TurnView], int | None]:
+        return await self._run(self.turn_page, agent_id, limit, before=before, skip_ids=skip_ids)
+
+    # --- working state, milestones, pointers -------------------------------------------------
+
+    def working_state(self, agent_id: str) -> dict[str, Any]:
+        """The latest merged working state (goal, plan, progress, decisions, last_milestone...)."""
+        with self._db.tx() as tx:
+            return _records.working_state(tx, agent_id)
+
+    async def aworking_state(self, agent_id: str) -> dict[str, Any]:
+        return await self._run(self.working_state, agent_id)
+
+    def update_working_state(self, agent_id: str, **fields: Any) -> dict[str, Any]:
+        """Revise working-state fields (each revision kept); ``None`` removes a field.
+
+        Returns the merged view.
+        """
+        with self._db.tx(write=True) as tx:
+            return _records.update_working_state(tx, agent_id, fields)
+
+    async def aupdate_working_state(self, agent_id: str, **fields: Any) -> dict[str, Any]:
+        return await self._run(self.update_working_state, agent_id, **fields)
+
+    def milestone(self, agent_id: str, text: str) -> dict[str, Any]:
+        """Append a milestone (kept in the history; the latest shows in the working state)."""
+        with self._db.tx(write=True) as tx:
+            return _records.milestone(tx, agent_id, text)
+
+    async def amilestone(self, agent_id: str, text: str) -> dict[str, Any]:
+        return await self._run(self.milestone, agent_id, text)
+
+    def revisions(self, agent_id: str) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
+        """Every working-state, milestone and pointer revision: (seq, kind, name, data, time)."""
+        with self._db.tx() as tx:
+            return _records.revisions(tx, agent_id)
+
+    async def arevisions(
+        self, agent_id: str
+    ) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
+        return await self._run(self.revisions, agent_id)
+
+    def set_pointer(
+        self, agent_id: str, name: str, target: str, note: str | None = None
+    ) -> Pointer:
+        """Point ``name`` at ``target`` (latest wins; every change is kept)."""
+        with self._db.tx(write=True) as tx:
+            return _records.set_pointer(tx, agent_id, name, target, note)
+
+    async def aset_pointer(
+        self, agent_id: str, name: str, target: str, note: str | None = None
+    ) -> Pointer:
+        return await self._run(self.set_pointer, agent_id, name, target, note)
+
+    def pointers(self, agent_id: str) -> dict[str, Pointer]:
+        """The current pointers by name."""
+        with self._db.tx() as tx:
+            return _records.pointers(tx, agent_id)
+
+    async def apointers(self, agent_id: str) -> dict[str, Pointer]:
+        return await self._run(self.pointers, agent_id)
+
+    # --- outputs ---------------------------------------------------------------------------
+
+    def put_output(self, agent_id: str, content: str) -> str:
+        """Store ``content`` whole and return its reference (the same content, the same ref)."""
+        if not isinstance(content, str):
+            raise RecallError(
+                "an output is text; str() or json.dumps it first", code="invalid_value"
+            )
+        with self._db.tx(write=True) as tx:
+            _records.touch_agent(tx, agent_id)
+            return _records.put_output(tx, agent_id, content)
+
+    async def aput_output(self, agent_id: str, content: str) -> str:
+        return await self._run(self.put_output, agent_id, content)
+
+    def fetch_output(self, ref: str, offset: int = 0, length: int | None = None) -> str:
+        """Read a stored output, or ``length`` characters of it from ``offset``."""
+        with self._db.tx() as tx:
+            return _records.fetch_output(tx, ref, offset, length)
+
+    async def afetch_output(self, ref: str, offset: int = 0, length: int | None = None) -> str:
+        return await self._run(self.fetch_output, ref, offset, length)
+
+    # --- agents ----------------------------------------------------------------------------
+
+    def agents(self) -> list[AgentInfo]:
+        """Every agent with records: turns, open actions, lease holder, last activity."""
+        with self._db.tx() as tx:
+            return _records.agents(tx)
+
+    async def aagents(self) -> list[AgentInfo]:
+        return await self._run(self.agents)
+
+    def has_agent(self, agent_id: str) -> bool:
+        with self._db.tx() as tx:
+            return _records.agent_exists(tx, agent_id)
+
+    async def ahas_agent(self, agent_id: str) -> bool:
+        return await self._run(self.has_agent, agent_id)
