@@ -206,7 +206,7 @@ MUTATIONS = [
     Mutation(
         "cursor_close",
         "SQLite: a transaction's cursor closes on exit, so no idle connection pins the log",
-        "langgraph_recall/store/_db.py",
+        "langgraph_recall/store/_sqlite.py",
         "            self._cur.close()\n",
         "            pass\n",
         (
@@ -224,7 +224,7 @@ MUTATIONS = [
     Mutation(
         "pg_durability",
         "PostgreSQL durability: the chosen synchronous_commit reaches every connection of ours",
-        "langgraph_recall/store/_db.py",
+        "langgraph_recall/store/_postgres.py",
         "        if self.synchronous_commit is not None:\n",
         "        if False:\n",
         ("tests/test_store_durability.py::-k::reaches",),
@@ -232,7 +232,7 @@ MUTATIONS = [
     Mutation(
         "pg_idle_timeout",
         "PostgreSQL: a frozen process's transaction is ended, so a lease takeover goes through",
-        "langgraph_recall/store/_db.py",
+        "langgraph_recall/store/_postgres.py",
         '        conn.execute(\n            f"SET idle_in_transaction_session_timeout',
         '        0 and conn.execute(\n            f"SET idle_in_transaction_session_timeout',
         ("tests/test_store_concurrency.py::-k::frozen_process",),
@@ -248,7 +248,7 @@ MUTATIONS = [
     Mutation(
         "warm_read",
         "SQLite: a read on the hot path never waits for another thread's write in progress",
-        "langgraph_recall/store/_db.py",
+        "langgraph_recall/store/_sqlite.py",
         "            self._locked = db.write_lock.acquire(blocking=False)\n",
         "            self._locked = db.write_lock.acquire()\n",
         ("tests/test_store_writer.py::-k::does_not_wait",),
@@ -282,7 +282,7 @@ MUTATIONS = [
     Mutation(
         "writer_rollback",
         "SQLite: a COMMIT that fails leaves no transaction open on the writers' connection",
-        "langgraph_recall/store/_db.py",
+        "langgraph_recall/store/_sqlite.py",
         "            if conn.in_transaction:  # a failed COMMIT: the next writer must start clean\n",
         "            if False:\n",
         ("tests/test_store_writer.py::-k::commit_that_fails",),
@@ -327,7 +327,7 @@ MUTATIONS = [
     Mutation(
         "promote_pooled",
         "SQLite: a read served by a pooled connection is never promoted to a write",
-        "langgraph_recall/store/_db.py",
+        "langgraph_recall/store/_sqlite.py",
         "        if not self._write and self._locked:\n",
         "        if not self._write:\n",
         ("tests/test_store_writer.py::-k::found_a_write",),
@@ -430,7 +430,7 @@ MUTATIONS = [
     Mutation(
         "prefetch_fallback",
         "a read that cannot run ahead runs on its own instead of failing the transaction",
-        "langgraph_recall/store/_db.py",
+        "langgraph_recall/store/_postgres.py",
         "        except psycopg.Error:\n            # A read that cannot run now",
         "        except ZeroDivisionError:\n            # A read that cannot run now",
         ("tests/test_store_prefetch.py::-k::cannot_run_ahead",),
@@ -438,7 +438,7 @@ MUTATIONS = [
     Mutation(
         "prefetch_percent",
         "a read sent ahead without parameters keeps its literal '%' (the statement has others')",
-        "langgraph_recall/store/_db.py",
+        "langgraph_recall/store/_postgres.py",
         'self.sql(s) if ps else self.sql(s).replace("%", "%%")',
         "self.sql(s)",
         ("tests/test_store_prefetch.py::-k::exactly_the_reads_own",),
@@ -462,7 +462,7 @@ MUTATIONS = [
     Mutation(
         "flush_later_commits",
         "a relaxed end is committed when the call returns (it survives its process killed)",
-        "langgraph_recall/store/_db.py",
+        "langgraph_recall/store/_sqlite.py",
         '                if et is None:\n                    conn.execute("COMMIT")\n',
         '                if et is None and not self._relaxed:\n                    conn.execute("COMMIT")\n',
         ("tests/test_store_durability.py::-k::survives_its_process",),
@@ -488,7 +488,7 @@ MUTATIONS = [
     Mutation(
         "flush_later_restore",
         "a relaxed commit's synchronous=NORMAL does not outlive it on the shared connection",
-        "langgraph_recall/store/_db.py",
+        "langgraph_recall/store/_sqlite.py",
         '                conn.execute(f"PRAGMA synchronous={self._db.synchronous}")\n',
         "                pass\n",
         ("tests/test_store_durability.py::-k::flushed_later_relaxes",),

@@ -199,8 +199,8 @@ def test_postgres_ends_the_transaction_of_a_frozen_process_so_a_takeover_goes_th
     script = textwrap.dedent(
         f"""
         import os, signal, sys
-        from langgraph_recall.store import _db
-        _db.IDLE_IN_TRANSACTION_TIMEOUT = 1.0  # seconds, for the test
+        from langgraph_recall.store import _postgres
+        _postgres.IDLE_IN_TRANSACTION_TIMEOUT = 1.0  # seconds, for the test
         from langgraph_recall import RecallStore
         store = RecallStore.open({pg_dsn!r})
         store.acquire_lease("agent", "A", ttl=0.5)

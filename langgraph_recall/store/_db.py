@@ -1,43 +1,40 @@
-"""Thin sync drivers for the two engines: connections, transactions, statement dialect.
+"""What both engines' drivers share: the transaction (``Tx``), the ``Database`` base (nesting,
+migrations, statement dialect) and the parsing of a store's target. The drivers themselves
+are ``_sqlite`` and ``_postgres``.
 
 Everything above this module writes SQL once, with ``?`` placeholders (``{b}`` for one sent in
 binary on PostgreSQL) and a ``{now}`` token for the database clock; ``Database.sql`` renders it
 for the engine. The async API runs these sync drivers in a worker thread (see
-``RecallStore._run``), so each piece of logic exists once.
+``StoreBase._run``), so each piece of logic exists once.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import threading
-import time
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Literal
+from collections.abc import Hashable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from .._errors import RecallError, RecordsMissing
 from .._process import Birth
 from ._due import DueEnds
 from ._finished import FinishedActions
-from ._prefetch import MAX_PLANS, Learned, Plans, Read, Step, combined, split
+from ._prefetch import Learned
 from ._schema import MIGRATIONS, SCHEMA_VERSION, TABLES, Dialect, render
-from ._wal import WalCheckpointer
+
+if TYPE_CHECKING:
+    from ._sqlite import _SqliteTx
 
 Row = tuple[Any, ...]
-
-# PostgreSQL: seconds a session of ours may sit inside a transaction without a statement
-# before the server ends it (see PostgresDatabase.configure).
-IDLE_IN_TRANSACTION_TIMEOUT = 10.0
 
 # What a forked child let go of (``Database.abandon``): kept, so that nothing closes it before
 # the child exits. Even then it is harmless: psycopg does not end a session from a process
 # that did not open it, and SQLite cannot checkpoint or delete the log while the parent still
 # has the file open.
 _ABANDONED: list[Any] = []
-_TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK), without importing it
 
 # The database's own clock, in seconds since the epoch, so that several machines sharing one
 # PostgreSQL server agree on lease expiry even when their clocks drift.
@@ -127,7 +124,7 @@ class Tx:
         or on PostgreSQL; in a SQLite read, run once the read has ended, in a write transaction
         of its own, which queues at the store's write lock. Run here, on the read's pooled
         connection, it would meet this process's writers inside SQLite, whose busy handler
-        sleeps milliseconds between tries (see ``RecallStore._lease_write``)."""
+        sleeps milliseconds between tries (see ``ActionsAPI._lease_write``)."""
         owner = self._owner
         if owner is None or owner.writes:
             self.run(sql, params)
@@ -343,157 +340,6 @@ class Database(ABC):
         )
 
 
-class SqliteDatabase(Database):
-    """Connections on a WAL file: every write of this process on one connection, under
-    ``write_lock``, with ``BEGIN IMMEDIATE``; reads on pooled connections, each lent to one
-    transaction at a time.
-
-    Why one writers' connection: SQLite keeps a page cache per connection and drops all of it
-    when a transaction starts after another connection changed the file. With the store, its
-    recorder and the same-database ``SqliteSaver`` each on a connection of their own, every
-    durable call would start cold twice (the claim after the saver's checkpoint, the saver's
-    next write after the call's end): measured, about 60 µs per claim and end. On one
-    connection the pages of the last write are still in the cache for the next.
-    """
-
-    dialect: Dialect = "sqlite"
-
-    def __init__(
-        self, path: str, *, synchronous: str = "NORMAL", busy_timeout: float = 30.0
-    ) -> None:
-        super().__init__()
-        self.target = path
-        self.path = path
-        self.synchronous = synchronous.upper()
-        self.busy_timeout = busy_timeout
-        self._conns: list[sqlite3.Connection] = []
-        # Connections not inside a transaction right now. A transaction borrows one and gives
-        # it back, so there are never more connections than concurrent transactions. (One per
-        # thread leaked: every asyncio.run() in a notebook has fresh executor threads, and
-        # SQLite defers closing a file while other connections of the process hold locks.)
-        self._idle: list[sqlite3.Connection] = []
-        self._conns_lock = threading.Lock()
-        # This process's writers to the file take turns here before BEGIN IMMEDIATE. SQLite's
-        # own busy handler makes a writer that finds the file locked sleep 1, 2, 5... ms, and
-        # the recorder thread, the tool calls' claims and LangGraph's checkpoint writes collide
-        # on every step of a run; a lock wakes the next writer the moment the last one commits.
-        # Other processes still meet at SQLite's lock (busy_timeout). Re-entrant, so a saver on
-        # the same file can share it (``same_database_saver``) and nest without deadlock.
-        self.write_lock = threading.RLock()
-        # The connection every write goes through (and the same-database saver's), opened on
-        # first use; only ever used by the thread holding ``write_lock``.
-        self._writer: sqlite3.Connection | None = None
-        # Checkpoints of the log run on their own thread, not in the commit that fills it.
-        self.wal = WalCheckpointer(self._connect_checkpointer, self.write_lock)
-
-    def writer(self) -> sqlite3.Connection:
-        """The writers' connection; the caller holds ``write_lock``.
-
-        Its ``isolation_level`` is sqlite3's default behaviour (a DML statement outside a
-        transaction opens one): what ``SqliteSaver`` expects of the connection it is given.
-        The store's own writes never rely on that; they open theirs with ``BEGIN IMMEDIATE``.
-        """
-        conn = self._writer
-        if conn is None:
-            with self._conns_lock:
-                if self._closed:
-                    raise RecallError("this RecallStore is closed; open it again", code="closed")
-            conn = self._writer = self._connect(isolation_level="DEFERRED")
-            with self._conns_lock:
-                self._conns.append(conn)
-        return conn
-
-    def _checkout(self) -> sqlite3.Connection:
-        with self._conns_lock:
-            if self._closed:
-                raise RecallError("this RecallStore is closed; open it again", code="closed")
-            if self._idle:
-                return self._idle.pop()
-        conn = self._connect()
-        with self._conns_lock:
-            self._conns.append(conn)
-        return conn
-
-    def _checkin(self, conn: sqlite3.Connection) -> None:
-        try:
-            if conn.in_transaction:  # a failed COMMIT: never hand out a half-open transaction
-                conn.rollback()
-        except sqlite3.Error:
-            return
-        with self._conns_lock:
-            if not self._closed:
-                self._idle.append(conn)
-
-    def _connect(self, isolation_level: Literal["DEFERRED"] | None = None) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(
-                self.path,
-                isolation_level=isolation_level,
-                timeout=self.busy_timeout,
-                check_same_thread=False,
-            )
-            self._enter_wal(conn)
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-            # Never checkpoint inside this connection's commits: ``self.wal`` does it (_wal).
-            conn.execute("PRAGMA wal_autocheckpoint=0")
-        except sqlite3.DatabaseError as exc:
-            raise _sqlite_error(exc, self.path) from exc
-        return conn
-
-    def _enter_wal(self, conn: sqlite3.Connection) -> None:
-        # On a file still in rollback-journal mode (a fresh database that several processes
-        # open at once), switching to WAL can answer "database is locked" at once, without
-        # the busy handler: SQLite refuses to wait where waiting could deadlock. Retry until
-        # busy_timeout, as the busy handler would have.
-        deadline = time.monotonic() + self.busy_timeout
-        delay = 0.005
-        while True:
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() >= deadline:
-                    raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
-
-    def _connect_checkpointer(self) -> sqlite3.Connection:
-        # A passive checkpoint never waits on the busy handler; the timeout is for opening.
-        return sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=1.0
-        )
-
-    @property
-    def flushes_each_commit(self) -> bool:
-        return self.synchronous in ("FULL", "EXTRA")
-
-    def _open(
-        self, write: bool, warm: bool, flush_later: bool, learn: Hashable | None
-    ) -> _SqliteTx:
-        return _SqliteTx(self, write, warm, flush_later)
-
-    def _let_go(self) -> Any:
-        # Not under _conns_lock: a parent's thread may have held it at the fork, and in the
-        # child nothing else can reach these connections (every transaction is refused).
-        held = (self._conns, self._idle, self._writer)
-        self._conns, self._idle, self._writer = [], [], None
-        return held
-
-    def close(self) -> None:
-        self._closed = True
-        self.wal.close()
-        with self._conns_lock:
-            for conn in self._conns:
-                try:
-                    conn.close()
-                except sqlite3.ProgrammingError:  # pragma: no cover - closed from its own thread
-                    pass
-            self._conns.clear()
-            self._idle.clear()
-            self._writer = None
-
-
 class _Joined:
     """An inner ``tx()``: the transaction already open on this thread."""
 
@@ -538,323 +384,6 @@ class _Outermost:
                 for sql, params in later:
                     tx.run(sql, params)
         return out
-
-
-class _SqliteTx:
-    """One SQLite transaction: a write on the writers' connection under ``write_lock``; a read
-    without BEGIN on a borrowed connection, or on the writers' when ``warm`` and it is free."""
-
-    __slots__ = ("_db", "_write", "_locked", "_conn", "_cur", "_relaxed")
-
-    @property
-    def writes(self) -> bool:
-        """Whether this is a write transaction (one from the start, or a promoted read)."""
-        return self._write
-
-    def __init__(self, db: SqliteDatabase, write: bool, warm: bool, flush_later: bool) -> None:
-        self._db = db
-        self._write = write
-        self._locked = warm  # for a read: whether to try the writers' connection
-        # Only a write has a commit to relax (a read has none; a promoted read is a claim).
-        self._relaxed = flush_later and write
-
-    def __enter__(self) -> Tx:
-        db = self._db
-        if self._write:
-            if not db.write_lock.acquire(timeout=db.busy_timeout):
-                raise _sqlite_error(sqlite3.OperationalError("database is locked"), db.path)
-            self._locked = True
-        elif self._locked:
-            # A warm read never waits: when a write holds the connection, a pooled one serves.
-            self._locked = db.write_lock.acquire(blocking=False)
-        try:
-            conn = self._conn = db.writer() if self._locked else db._checkout()
-        except BaseException:
-            if self._locked:
-                db.write_lock.release()
-            raise
-        try:
-            cur = self._cur = conn.cursor()
-            if self._relaxed:
-                # SQLite refuses to change this inside a transaction: set before BEGIN, put
-                # back in _give_back, before any other writer can have the connection.
-                cur.execute("PRAGMA synchronous=NORMAL")
-            if self._write:
-                cur.execute("BEGIN IMMEDIATE")
-        except BaseException as exc:
-            self._give_back(conn)
-            _raise_translated(exc, db.path)
-            raise
-        return Tx(db, cur, self, self._relaxed)
-
-    def promote(self) -> bool:
-        if not self._write and self._locked:
-            # The read before ran in autocommit (no BEGIN), so no snapshot is upgraded here:
-            # the write starts fresh, and another process's write since the read is met by
-            # the caller's insert as any race is (its primary key).
-            try:
-                self._cur.execute("BEGIN IMMEDIATE")
-            except sqlite3.DatabaseError as exc:
-                _raise_translated(exc, self._db.path)
-                raise
-            self._write = True
-        return self._write
-
-    def _give_back(self, conn: sqlite3.Connection) -> None:
-        if not self._locked:
-            self._db._checkin(conn)
-            return
-        try:
-            if conn.in_transaction:  # a failed COMMIT: the next writer must start clean
-                conn.rollback()
-        except sqlite3.Error:
-            pass
-        try:
-            if self._relaxed:
-                # Every other commit on this connection (the saver's included) flushes again.
-                conn.execute(f"PRAGMA synchronous={self._db.synchronous}")
-        finally:
-            self._db.write_lock.release()
-
-    def __exit__(self, et: Any, exc: Any, tb: Any) -> None:
-        conn = self._conn
-        try:
-            # A read whose last row was never fetched keeps its statement, and so a snapshot of
-            # the log, open until the cursor goes: an idle connection would then stop
-            # checkpoints from copying past that snapshot and the log from starting over.
-            self._cur.close()
-            if self._write:
-                if et is None:
-                    conn.execute("COMMIT")
-                    self._db.wal.committed()
-                else:
-                    conn.rollback()
-        except BaseException as err:
-            _raise_translated(err, self._db.path)
-            raise
-        finally:
-            self._give_back(conn)
-        if exc is not None:
-            _raise_translated(exc, self._db.path)
-
-
-def _raise_translated(exc: BaseException, path: str) -> None:
-    """SQLite errors become RecallError; IntegrityError (a refused write) passes through."""
-    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError):
-        raise _sqlite_error(exc, path) from exc
-
-
-def _sqlite_error(exc: sqlite3.DatabaseError, path: str) -> RecallError:
-    text = str(exc)
-    if "not a database" in text or "malformed" in text:
-        return RecallError(
-            f"{path} is not a readable SQLite database ({text}). Nothing was changed. Restore it "
-            "from a backup, or open a different path to start fresh.",
-            code="database",
-        )
-    if "locked" in text or "busy" in text:
-        return RecallError(
-            f"{path} stayed locked by another process for too long ({text}); retry, or raise "
-            "busy_timeout in RecallStore.open.",
-            code="database",
-        )
-    if "unable to open" in text or "readonly" in text:
-        return RecallError(
-            f"SQLite error on {path}: {text}. {_why_not_writable(path)}", code="database"
-        )
-    return RecallError(f"SQLite error on {path}: {text}", code="database")
-
-
-def _why_not_writable(path: str) -> str:
-    """What to do when SQLite cannot open or write ``path`` (its own message names no cause)."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        return "That path is a folder: give a file path inside it, such as its recall.db."
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return (
-            f"The folder {folder} is not writable by this process, and SQLite in WAL mode needs "
-            f"to create {os.path.basename(path)}-wal and -shm beside the file: open a path in a "
-            "writable folder, or make this one writable."
-        )
-    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
-        return "The file is not readable and writable by this process: check its permissions."
-    return "Check that the path is a file this process can create, read and write."
-
-
-class PostgresDatabase(Database):
-    """A psycopg connection pool in autocommit mode; writes run in an explicit transaction."""
-
-    dialect: Dialect = "postgres"
-
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        min_size: int = 1,
-        max_size: int = 8,
-        synchronous_commit: str | None = None,
-    ) -> None:
-        super().__init__()
-        # None: the server's own setting. "off": a commit returns once it is in the server's
-        # memory (it survives any client process dying, not the server crashing).
-        self.synchronous_commit = synchronous_commit
-        self.plans = Plans()
-        self._combined: dict[tuple[tuple[str, int], ...], str] = {}  # a plan's shape -> its SQL
-        try:
-            import psycopg
-            from psycopg_pool import ConnectionPool
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise RecallError(
-                "PostgreSQL needs the postgres extra: pip install 'langgraph-recall[postgres]'",
-                code="database",
-            ) from exc
-        self.target = _redact(dsn)
-        self.dsn = dsn
-        try:
-            # One direct connection first: a wrong DSN or a server that is down fails at once,
-            # with the server's own message, instead of after the pool's retry loop.
-            psycopg.connect(dsn, connect_timeout=10).close()
-            self.pool = ConnectionPool(
-                dsn,
-                min_size=min_size,
-                max_size=max_size,
-                kwargs={"autocommit": True},
-                configure=self.configure,
-                open=True,
-                name="langgraph-recall",
-            )
-            self.pool.wait(timeout=10.0)
-        except Exception as exc:
-            raise RecallError(
-                f"cannot reach PostgreSQL at {self.target}: {str(exc).strip().splitlines()[0]}. "
-                "Check the DSN and that the server is running.",
-                code="database",
-            ) from exc
-
-    def configure(self, conn: Any) -> None:
-        """Session settings of every connection langgraph-recall opens on this database (the
-        store's pool and the same-database saver's)."""
-        # A process frozen inside one of our transactions (SIGSTOP, a suspended VM, a long GC
-        # pause) keeps its row locks: the fencing trigger's share lock on the agent's lease row
-        # would make the next holder's takeover wait for as long as the freeze lasts. None of
-        # our transactions idles between statements while its process runs, so the server
-        # ends such a session after a while; the frozen holder's late commit then fails.
-        conn.execute(
-            f"SET idle_in_transaction_session_timeout = {int(IDLE_IN_TRANSACTION_TIMEOUT * 1000)}"
-        )
-        if self.synchronous_commit is not None:
-            # Session settings, not the DSN's ``options``: those stay the user's.
-            conn.execute(f"SET synchronous_commit = {self.synchronous_commit}")
-
-    @staticmethod
-    def has_rows(cur: Any) -> bool:
-        # Not ``cur.description``: psycopg builds a Column object per column on every access,
-        # about 40 µs for a RETURNING of an action's columns, twice per durable call.
-        result = cur.pgresult
-        return result is not None and result.status == _TUPLES_OK
-
-    @staticmethod
-    def width(cur: Any) -> int:
-        result = cur.pgresult
-        return result.nfields if result is not None and result.status == _TUPLES_OK else 0
-
-    @property
-    def flushes_each_commit(self) -> bool:
-        # None: the server's setting, on unless an administrator turned it off.
-        return self.synchronous_commit != "off"
-
-    @contextmanager
-    def _open(
-        self, write: bool, warm: bool, flush_later: bool, learn: Hashable | None
-    ) -> Iterator[Tx]:
-        import psycopg
-
-        try:
-            with self.pool.connection() as conn:
-                # One cursor per connection, reused: building a psycopg cursor costs about as
-                # much client CPU as running a short statement (~25 µs here).
-                cur = conn.__dict__.get("_recall_cursor")
-                if cur is None or cur.closed:
-                    cur = conn.__dict__["_recall_cursor"] = conn.cursor()
-                learned = None
-                if learn is not None and not write:
-                    plan = self.plans.get(learn)
-                    learned = Learned(self._prefetch(cur, plan), plan)
-                try:
-                    if write:
-                        with conn.transaction():
-                            yield Tx(self, cur, flush_later=flush_later)
-                    else:
-                        yield Tx(self, cur, flush_later=flush_later, learned=learned)
-                finally:
-                    _drop_results(conn, cur)
-                if learned is not None:
-                    self.plans.put(learn, learned.made)
-        except psycopg.errors.IntegrityError:
-            raise
-        except psycopg.errors.RaiseException:
-            raise
-        except psycopg.DataError as exc:
-            raise RecallError(
-                f"PostgreSQL cannot store a value given: {exc}. Remove NUL characters and "
-                "out-of-range numbers from ids and keys.",
-                code="invalid_value",
-            ) from exc
-        except psycopg.OperationalError as exc:
-            raise RecallError(
-                f"PostgreSQL at {self.target} failed: {exc}", code="database"
-            ) from exc
-
-    def _prefetch(self, cur: Any, plan: list[Step]) -> dict[Read, list[list[Row]]]:
-        """Run ``plan``'s reads as one statement; their rows by read (nothing, on any error)."""
-        import psycopg
-
-        if not plan or any(width <= 0 for _, width in plan):
-            return {}
-        widths = [width for _, width in plan]
-        # A read's parameters are there or not by its SQL alone (its placeholders), so the
-        # SQL and widths name the statement.
-        shape = tuple((sql, width) for (sql, _), width in plan)
-        sql = self._combined.get(shape)
-        if sql is None:
-            # Sent with the other reads' parameters, a read without any must escape its "%".
-            sql = combined(
-                [(self.sql(s) if ps else self.sql(s).replace("%", "%%"), w) for (s, ps), w in plan]
-            )
-            if len(self._combined) >= MAX_PLANS:
-                self._combined.clear()
-            self._combined[shape] = sql
-        params = [p for (_, ps), _ in plan for p in ps]
-        answers: dict[Read, list[list[Row]]] = {}
-        try:
-            row = cur.execute(sql, params or None).fetchone()
-        except psycopg.Error:
-            # A read that cannot run now (a table gone, a type changed): run each on its own,
-            # where its error, if it still has one, reaches the caller as usual.
-            return {}
-        finally:
-            _drop_results(cur.connection, cur)
-        for (read, _), rows in zip(plan, split(row, widths), strict=True):
-            answers.setdefault(read, []).append(rows)
-        return answers
-
-    def _let_go(self) -> Any:
-        return self.pool
-
-    def close(self) -> None:
-        self._closed = True
-        self.pool.close()
-
-
-def _drop_results(conn: Any, cur: Any) -> None:
-    """Let go of the last result a reused cursor holds (a 10 MB output read, say), so an idle
-    pooled connection does not keep it in memory until its next statement."""
-    reset = getattr(cur, "_reset", None)  # what psycopg's execute() itself starts with
-    if reset is not None:
-        reset()
-    else:  # pragma: no cover - another psycopg: drop the cursor instead
-        cur.close()
-        conn.__dict__.pop("_recall_cursor", None)
 
 
 def _redact(dsn: str) -> str:

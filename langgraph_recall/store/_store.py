@@ -44,14 +44,14 @@ from . import _items, _records
 from ._actions_api import ActionsAPI
 from ._db import (
     Database,
-    PostgresDatabase,
-    SqliteDatabase,
     check_scheme,
     is_postgres_target,
     sqlite_path,
 )
+from ._postgres import PostgresDatabase
 from ._records_api import RecordsAPI
 from ._secret import postgres_secret, postgres_secret_given, refuse_if_deleted, sqlite_secret
+from ._sqlite import SqliteDatabase
 
 log = logging.getLogger("langgraph_recall")
 

@@ -1,0 +1,308 @@
+"""The SQLite driver: a WAL file, one writers' connection under a process-wide lock, pooled
+readers, and SQLite's errors turned into ``RecallError`` with what to do."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Hashable
+from typing import Any, Literal
+
+from .._errors import RecallError
+from ._db import Database, Tx
+from ._schema import Dialect
+from ._wal import WalCheckpointer
+
+
+class SqliteDatabase(Database):
+    """Connections on a WAL file: every write of this process on one connection, under
+    ``write_lock``, with ``BEGIN IMMEDIATE``; reads on pooled connections, each lent to one
+    transaction at a time.
+
+    Why one writers' connection: SQLite keeps a page cache per connection and drops all of it
+    when a transaction starts after another connection changed the file. With the store, its
+    recorder and the same-database ``SqliteSaver`` each on a connection of their own, every
+    durable call would start cold twice (the claim after the saver's checkpoint, the saver's
+    next write after the call's end): measured, about 60 µs per claim and end. On one
+    connection the pages of the last write are still in the cache for the next.
+    """
+
+    dialect: Dialect = "sqlite"
+
+    def __init__(
+        self, path: str, *, synchronous: str = "NORMAL", busy_timeout: float = 30.0
+    ) -> None:
+        super().__init__()
+        self.target = path
+        self.path = path
+        self.synchronous = synchronous.upper()
+        self.busy_timeout = busy_timeout
+        self._conns: list[sqlite3.Connection] = []
+        # Connections not inside a transaction right now. A transaction borrows one and gives
+        # it back, so there are never more connections than concurrent transactions. (One per
+        # thread leaked: every asyncio.run() in a notebook has fresh executor threads, and
+        # SQLite defers closing a file while other connections of the process hold locks.)
+        self._idle: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        # This process's writers to the file take turns here before BEGIN IMMEDIATE. SQLite's
+        # own busy handler makes a writer that finds the file locked sleep 1, 2, 5... ms, and
+        # the recorder thread, the tool calls' claims and LangGraph's checkpoint writes collide
+        # on every step of a run; a lock wakes the next writer the moment the last one commits.
+        # Other processes still meet at SQLite's lock (busy_timeout). Re-entrant, so a saver on
+        # the same file can share it (``same_database_saver``) and nest without deadlock.
+        self.write_lock = threading.RLock()
+        # The connection every write goes through (and the same-database saver's), opened on
+        # first use; only ever used by the thread holding ``write_lock``.
+        self._writer: sqlite3.Connection | None = None
+        # Checkpoints of the log run on their own thread, not in the commit that fills it.
+        self.wal = WalCheckpointer(self._connect_checkpointer, self.write_lock)
+
+    def writer(self) -> sqlite3.Connection:
+        """The writers' connection; the caller holds ``write_lock``.
+
+        Its ``isolation_level`` is sqlite3's default behaviour (a DML statement outside a
+        transaction opens one): what ``SqliteSaver`` expects of the connection it is given.
+        The store's own writes never rely on that; they open theirs with ``BEGIN IMMEDIATE``.
+        """
+        conn = self._writer
+        if conn is None:
+            with self._conns_lock:
+                if self._closed:
+                    raise RecallError("this RecallStore is closed; open it again", code="closed")
+            conn = self._writer = self._connect(isolation_level="DEFERRED")
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
+
+    def _checkout(self) -> sqlite3.Connection:
+        with self._conns_lock:
+            if self._closed:
+                raise RecallError("this RecallStore is closed; open it again", code="closed")
+            if self._idle:
+                return self._idle.pop()
+        conn = self._connect()
+        with self._conns_lock:
+            self._conns.append(conn)
+        return conn
+
+    def _checkin(self, conn: sqlite3.Connection) -> None:
+        try:
+            if conn.in_transaction:  # a failed COMMIT: never hand out a half-open transaction
+                conn.rollback()
+        except sqlite3.Error:
+            return
+        with self._conns_lock:
+            if not self._closed:
+                self._idle.append(conn)
+
+    def _connect(self, isolation_level: Literal["DEFERRED"] | None = None) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=isolation_level,
+                timeout=self.busy_timeout,
+                check_same_thread=False,
+            )
+            self._enter_wal(conn)
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            # Never checkpoint inside this connection's commits: ``self.wal`` does it (_wal).
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+        except sqlite3.DatabaseError as exc:
+            raise _sqlite_error(exc, self.path) from exc
+        return conn
+
+    def _enter_wal(self, conn: sqlite3.Connection) -> None:
+        # On a file still in rollback-journal mode (a fresh database that several processes
+        # open at once), switching to WAL can answer "database is locked" at once, without
+        # the busy handler: SQLite refuses to wait where waiting could deadlock. Retry until
+        # busy_timeout, as the busy handler would have.
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    def _connect_checkpointer(self) -> sqlite3.Connection:
+        # A passive checkpoint never waits on the busy handler; the timeout is for opening.
+        return sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=1.0
+        )
+
+    @property
+    def flushes_each_commit(self) -> bool:
+        return self.synchronous in ("FULL", "EXTRA")
+
+    def _open(
+        self, write: bool, warm: bool, flush_later: bool, learn: Hashable | None
+    ) -> _SqliteTx:
+        return _SqliteTx(self, write, warm, flush_later)
+
+    def _let_go(self) -> Any:
+        # Not under _conns_lock: a parent's thread may have held it at the fork, and in the
+        # child nothing else can reach these connections (every transaction is refused).
+        held = (self._conns, self._idle, self._writer)
+        self._conns, self._idle, self._writer = [], [], None
+        return held
+
+    def close(self) -> None:
+        self._closed = True
+        self.wal.close()
+        with self._conns_lock:
+            for conn in self._conns:
+                try:
+                    conn.close()
+                except sqlite3.ProgrammingError:  # pragma: no cover - closed from its own thread
+                    pass
+            self._conns.clear()
+            self._idle.clear()
+            self._writer = None
+
+
+class _SqliteTx:
+    """One SQLite transaction: a write on the writers' connection under ``write_lock``; a read
+    without BEGIN on a borrowed connection, or on the writers' when ``warm`` and it is free."""
+
+    __slots__ = ("_db", "_write", "_locked", "_conn", "_cur", "_relaxed")
+
+    @property
+    def writes(self) -> bool:
+        """Whether this is a write transaction (one from the start, or a promoted read)."""
+        return self._write
+
+    def __init__(self, db: SqliteDatabase, write: bool, warm: bool, flush_later: bool) -> None:
+        self._db = db
+        self._write = write
+        self._locked = warm  # for a read: whether to try the writers' connection
+        # Only a write has a commit to relax (a read has none; a promoted read is a claim).
+        self._relaxed = flush_later and write
+
+    def __enter__(self) -> Tx:
+        db = self._db
+        if self._write:
+            if not db.write_lock.acquire(timeout=db.busy_timeout):
+                raise _sqlite_error(sqlite3.OperationalError("database is locked"), db.path)
+            self._locked = True
+        elif self._locked:
+            # A warm read never waits: when a write holds the connection, a pooled one serves.
+            self._locked = db.write_lock.acquire(blocking=False)
+        try:
+            conn = self._conn = db.writer() if self._locked else db._checkout()
+        except BaseException:
+            if self._locked:
+                db.write_lock.release()
+            raise
+        try:
+            cur = self._cur = conn.cursor()
+            if self._relaxed:
+                # SQLite refuses to change this inside a transaction: set before BEGIN, put
+                # back in _give_back, before any other writer can have the connection.
+                cur.execute("PRAGMA synchronous=NORMAL")
+            if self._write:
+                cur.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            self._give_back(conn)
+            _raise_translated(exc, db.path)
+            raise
+        return Tx(db, cur, self, self._relaxed)
+
+    def promote(self) -> bool:
+        if not self._write and self._locked:
+            # The read before ran in autocommit (no BEGIN), so no snapshot is upgraded here:
+            # the write starts fresh, and another process's write since the read is met by
+            # the caller's insert as any race is (its primary key).
+            try:
+                self._cur.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                _raise_translated(exc, self._db.path)
+                raise
+            self._write = True
+        return self._write
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        if not self._locked:
+            self._db._checkin(conn)
+            return
+        try:
+            if conn.in_transaction:  # a failed COMMIT: the next writer must start clean
+                conn.rollback()
+        except sqlite3.Error:
+            pass
+        try:
+            if self._relaxed:
+                # Every other commit on this connection (the saver's included) flushes again.
+                conn.execute(f"PRAGMA synchronous={self._db.synchronous}")
+        finally:
+            self._db.write_lock.release()
+
+    def __exit__(self, et: Any, exc: Any, tb: Any) -> None:
+        conn = self._conn
+        try:
+            # A read whose last row was never fetched keeps its statement, and so a snapshot of
+            # the log, open until the cursor goes: an idle connection would then stop
+            # checkpoints from copying past that snapshot and the log from starting over.
+            self._cur.close()
+            if self._write:
+                if et is None:
+                    conn.execute("COMMIT")
+                    self._db.wal.committed()
+                else:
+                    conn.rollback()
+        except BaseException as err:
+            _raise_translated(err, self._db.path)
+            raise
+        finally:
+            self._give_back(conn)
+        if exc is not None:
+            _raise_translated(exc, self._db.path)
+
+
+def _raise_translated(exc: BaseException, path: str) -> None:
+    """SQLite errors become RecallError; IntegrityError (a refused write) passes through."""
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError):
+        raise _sqlite_error(exc, path) from exc
+
+
+def _sqlite_error(exc: sqlite3.DatabaseError, path: str) -> RecallError:
+    text = str(exc)
+    if "not a database" in text or "malformed" in text:
+        return RecallError(
+            f"{path} is not a readable SQLite database ({text}). Nothing was changed. Restore it "
+            "from a backup, or open a different path to start fresh.",
+            code="database",
+        )
+    if "locked" in text or "busy" in text:
+        return RecallError(
+            f"{path} stayed locked by another process for too long ({text}); retry, or raise "
+            "busy_timeout in RecallStore.open.",
+            code="database",
+        )
+    if "unable to open" in text or "readonly" in text:
+        return RecallError(
+            f"SQLite error on {path}: {text}. {_why_not_writable(path)}", code="database"
+        )
+    return RecallError(f"SQLite error on {path}: {text}", code="database")
+
+
+def _why_not_writable(path: str) -> str:
+    """What to do when SQLite cannot open or write ``path`` (its own message names no cause)."""
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        return "That path is a folder: give a file path inside it, such as its recall.db."
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return (
+            f"The folder {folder} is not writable by this process, and SQLite in WAL mode needs "
+            f"to create {os.path.basename(path)}-wal and -shm beside the file: open a path in a "
+            "writable folder, or make this one writable."
+        )
+    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+        return "The file is not readable and writable by this process: check its permissions."
+    return "Check that the path is a file this process can create, read and write."
