@@ -249,7 +249,7 @@ def _run_end_floor(
     under its write lock. The messages are serialised untimed: this is what SQLite alone takes
     to write them, the floor under the store's figure."""
     from langgraph_recall.store._codec import dumps_typed
-    from langgraph_recall.store._records import _sqlite_insert
+    from langgraph_recall.store._transcript import _sqlite_insert
 
     db = store._db
     agent = f"floor-end-{n}"

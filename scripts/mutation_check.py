@@ -98,7 +98,7 @@ MUTATIONS = [
     Mutation(
         "lease_cas",
         "lease compare-and-set: a live lease of another holder is never taken",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_leases.py",
         '"WHERE recall_leases.expires_at <= {now} OR recall_leases.holder = excluded.holder "',
         '"WHERE 1 = 1 "',
         ("tests/test_checkpoint_lease.py::test_second_process_gets_lease_held_and_runs_nothing",),
@@ -256,7 +256,7 @@ MUTATIONS = [
     Mutation(
         "pg_record_race",
         "PostgreSQL: a one-statement recording that loses a race writes nothing and retries",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_transcript.py",
         "    except psycopg.errors.UniqueViolation as exc:\n",
         "    except ZeroDivisionError as exc:\n",
         ("tests/test_store_concurrency.py::-k::same_messages",),
@@ -264,7 +264,7 @@ MUTATIONS = [
     Mutation(
         "pg_record_no_probe",
         "PostgreSQL: recording new messages reads no recorded turn (the unique index decides)",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_transcript.py",
         '_PG_ROWS = " AS i(msg_id, role, dtype, data, ord) CROSS JOIN ag RETURNING 1)"\n',
         '_PG_ROWS = " AS i(msg_id, role, dtype, data, ord) CROSS JOIN ag WHERE NOT EXISTS ("\n'
         '"SELECT 1 FROM recall_turns t WHERE t.agent_id = ag.turn_seq::text AND t.msg_id = "\n'
@@ -274,7 +274,7 @@ MUTATIONS = [
     Mutation(
         "pg_record_seq",
         "PostgreSQL: the one-statement recording numbers new turns after the agent's last",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_transcript.py",
         '"data, size, output_ref, created_at) SELECT ?, ag.turn_seq - ? + i.ord, i.msg_id, "',
         '"data, size, output_ref, created_at) SELECT ?, ag.turn_seq - ? + 1, i.msg_id, "',
         ("tests/test_store_concurrency.py::-k::gapless",),
@@ -736,7 +736,7 @@ MUTATIONS = [
     Mutation(
         "pg_record_partly_recorded",
         "PostgreSQL: a batch with a message recorded before records only the new ones",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_transcript.py",
         '        if exc.diag.constraint_name != "recall_turns_msg":\n            raise\n        return None\n',
         "        raise\n",
         ("tests/test_store_pg_plans.py::-k::partly_recorded",),
@@ -844,16 +844,16 @@ MUTATIONS = [
         "end_run_lease_condition",
         "a run's final write records nothing once its lease is another holder's",
         "langgraph_recall/store/_store.py",
-        "            if release is not None and not _records.release_lease(tx, agent_id, *release):\n"
+        "            if release is not None and not _leases.release_lease(tx, agent_id, *release):\n"
         "                return -1\n",
         "            if release is not None:\n"
-        "                _records.release_lease(tx, agent_id, *release)\n",
+        "                _leases.release_lease(tx, agent_id, *release)\n",
         ("tests/test_store_records.py::-k::final_write_under_a_lease_taken_over and sqlite",),
     ),
     Mutation(
         "end_run_lease_condition_pg",
         "PostgreSQL: the final write's one statement records only if it gave the lease up",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_transcript.py",
         'turn_seq, revision_seq, action_seq) SELECT ?, {now}, {now}, ?, 0, 0 FROM rel "',
         'turn_seq, revision_seq, action_seq) SELECT ?, {now}, {now}, ?, 0, 0 "',
         ("tests/test_store_records.py::-k::final_write_under_a_lease_taken_over and postgres",),
@@ -919,7 +919,7 @@ MUTATIONS = [
     Mutation(
         "released_not_renewed",
         "a renewal that raced the run's end does not hold a released lease again",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_leases.py",
         '            "AND epoch = ? AND expires_at > 0",\n',
         '            "AND epoch = ?",\n',
         ("tests/test_store_records.py::-k::released_lease_is_not_renewed",),
@@ -997,7 +997,7 @@ MUTATIONS = [
     Mutation(
         "sqlite_one_insert_refused_whole",
         "SQLite: a short batch with a recorded message goes to the reading path",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_transcript.py",
         '        if "recall_turns.msg_id" not in str(exc):\n            raise\n        return None\n',
         '        if "recall_turns.msg_id" not in str(exc):\n            raise\n        return 0\n',
         (
@@ -1008,7 +1008,7 @@ MUTATIONS = [
     Mutation(
         "sqlite_one_insert_numbering",
         "SQLite: a short batch is numbered right after the agent's last turn",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_transcript.py",
         '"size, output_ref, created_at) SELECT ?, base.s + v.column1, v.column2, ?, "',
         '"size, output_ref, created_at) SELECT ?, base.s + v.column1 + 1, v.column2, ?, "',
         ("tests/test_store_records.py::-k::short_batch_on_sqlite_is_one_insert",),
@@ -1161,7 +1161,7 @@ MUTATIONS = [
     Mutation(
         "turns_numbered_from_key",
         "SQLite numbers a short batch after the agent's last turn, which it alone moves",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_transcript.py",
         '            "WITH base(s) AS (SELECT coalesce((SELECT max(seq) FROM recall_turns "\n',
         '            "WITH base(s) AS (SELECT coalesce((SELECT turn_seq FROM recall_agents "\n',
         ("tests/test_store_records.py::-k::short_batch_on_sqlite_is_one_insert",),
@@ -1559,7 +1559,7 @@ MUTATIONS = [
     Mutation(
         "same_holder_live_new_epoch",
         "a holder id taking its own live lease (another process by that name) gets a new epoch",
-        "langgraph_recall/store/_records.py",
+        "langgraph_recall/store/_leases.py",
         '        "AND recall_leases.expires_at <= {now} THEN recall_leases.epoch "\n',
         '        "THEN recall_leases.epoch "\n',
         ("tests/test_checkpoint_fencing.py::-k::restarted_under",),

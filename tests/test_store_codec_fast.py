@@ -31,7 +31,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_recall._hooks import _UnstoredBriefing
 from langgraph_recall.store import _codec
-from langgraph_recall.store._records import message_id
+from langgraph_recall.store._transcript import message_id
 
 SERDE = JsonPlusSerializer()
 

@@ -54,7 +54,7 @@ def test_a_long_list_reads_recorded_ids_with_a_fresh_plan(
 ) -> None:
     """More than ONE_STATEMENT_MAX messages take the locking path, whose read of the ids
     already recorded has the same choice of index."""
-    from langgraph_recall.store._records import ONE_STATEMENT_MAX
+    from langgraph_recall.store._transcript import ONE_STATEMENT_MAX
 
     store = pg_store
     history = [m for k in range(ONE_STATEMENT_MAX) for m in _pair(k)]

@@ -337,7 +337,7 @@ def test_a_long_batch_on_sqlite_reads_which_ids_are_recorded_first(
 ) -> None:
     # Past the one-INSERT size a batch is more often a history sent again (a hook's first
     # call in a new process), which the read of ids settles before anything is serialised.
-    from langgraph_recall.store._records import _SQLITE_ONE_INSERT_MAX
+    from langgraph_recall.store._transcript import _SQLITE_ONE_INSERT_MAX
 
     with RecallStore.open(str(tmp_path / "r.db")) as store:
         batch = [HumanMessage(f"m{i}", id=f"h{i}") for i in range(_SQLITE_ONE_INSERT_MAX + 1)]

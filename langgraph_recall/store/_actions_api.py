@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _actions, _records
+from . import _actions, _leases
 from ._api_base import StoreBase
 from ._db import Tx
 from ._models import Action, Approval, Claim, Lease, UndoReport
@@ -288,7 +288,7 @@ class ActionsAPI(StoreBase):
         # IMMEDIATE on the writers' connection. Refused, the holder is read after it, which can
         # only be later: the answer (held, by whom) was true when the upsert ran.
         with self._lease_write() as tx:
-            return _records.acquire_lease(tx, agent_id, holder, ttl)
+            return _leases.acquire_lease(tx, agent_id, holder, ttl)
 
     async def aacquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
         return await self._run(self.acquire_lease, agent_id, holder, ttl)
@@ -299,7 +299,7 @@ class ActionsAPI(StoreBase):
         # so a holder frozen mid-renewal (SIGSTOP, a paused VM) never holds the lease row
         # against takeover. SQLite: see ``_lease_write``.
         with self._lease_write() as tx:
-            return _records.renew_lease(tx, agent_id, holder, epoch, ttl)
+            return _leases.renew_lease(tx, agent_id, holder, epoch, ttl)
 
     async def arenew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
         return await self._run(self.renew_lease, agent_id, holder, epoch, ttl)
@@ -307,7 +307,7 @@ class ActionsAPI(StoreBase):
     def release_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
         """Give the lease up so the next process can start at once."""
         with self._lease_write() as tx:  # as in renew_lease
-            return _records.release_lease(tx, agent_id, holder, epoch)
+            return _leases.release_lease(tx, agent_id, holder, epoch)
 
     def _lease_write(self) -> AbstractContextManager[Tx]:
         """The transaction of a lease's take, renewal or release: autocommitted on PostgreSQL
@@ -327,7 +327,7 @@ class ActionsAPI(StoreBase):
     def lease(self, agent_id: str) -> Lease | None:
         """The agent's lease row (it may have expired)."""
         with self._db.tx() as tx:
-            return _records.lease(tx, agent_id)
+            return _leases.lease(tx, agent_id)
 
     async def alease(self, agent_id: str) -> Lease | None:
         return await self._run(self.lease, agent_id)

@@ -86,7 +86,7 @@ class Tx:
         psycopg prepare it. A prepared statement's generic plan is made once, from the
         statistics of that moment, and kept for the connection's life; for a statement that
         can pick between two indexes, one made while a table was small can stay wrong as the
-        table grows (``_records.record``'s read of the ids already recorded).
+        table grows (``_transcript.record``'s read of the ids already recorded).
         """
         if self.learned is not None:
             rows = self.learned.take(sql, params)

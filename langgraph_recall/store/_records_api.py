@@ -7,7 +7,7 @@ from collections.abc import Container
 from typing import Any
 
 from .._errors import RecallError
-from . import _records
+from . import _records, _transcript
 from ._api_base import StoreBase
 from ._models import AgentInfo, Pointer, Turn, TurnView
 
@@ -32,7 +32,7 @@ class RecordsAPI(StoreBase):
     def turns(self, agent_id: str, last: int | None = None) -> list[Turn]:
         """The agent's turns, oldest first; ``last=N`` reads only the newest N (an index scan)."""
         with self._db.tx() as tx:
-            return _records.turns(tx, agent_id, last)
+            return _transcript.turns(tx, agent_id, last)
 
     async def aturns(self, agent_id: str, last: int | None = None) -> list[Turn]:
         return await self._run(self.turns, agent_id, last)
@@ -51,7 +51,7 @@ class RecordsAPI(StoreBase):
         ``skip_ids`` not decoded. Returns them and the ``before`` of the next page (None at the
         start of the history)."""
         with self._db.tx() as tx:
-            return _records.turn_page(tx, agent_id, limit, before=before, skip_ids=skip_ids)
+            return _transcript.turn_page(tx, agent_id, limit, before=before, skip_ids=skip_ids)
 
     async def aturn_page(
         self, agent_id: str, limit: int, *, before: int | None = None, skip_ids: Container[str] = ()

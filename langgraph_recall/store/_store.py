@@ -40,7 +40,7 @@ from langgraph.store.base import (
 
 from .._errors import InvalidNamespace, RecallError
 from .._process import not_picklable
-from . import _items, _records
+from . import _items, _leases, _records, _transcript
 from ._actions_api import ActionsAPI
 from ._db import (
     Database,
@@ -477,12 +477,12 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
     ) -> int:
         """``record``, and with ``release=(holder, epoch)`` also that lease given up first;
         -1 (nothing written) when the lease was not the holder's any more."""
-        if self._db.dialect == "postgres" and len(messages) <= _records.ONE_STATEMENT_MAX:
+        if self._db.dialect == "postgres" and len(messages) <= _transcript.ONE_STATEMENT_MAX:
             # One autocommitted statement in the usual case (see ``record_pg``). A longer list
             # is usually a whole history sent again (a hook's first call in a new process): the
             # locking path reads which ids are new first, and serialises only those.
             with self._db.tx() as tx:
-                done = _records.record_pg(
+                done = _transcript.record_pg(
                     tx,
                     agent_id,
                     messages,
@@ -493,9 +493,9 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
             if done is not None:
                 return done
         with self._db.tx(write=True) as tx:
-            if release is not None and not _records.release_lease(tx, agent_id, *release):
+            if release is not None and not _leases.release_lease(tx, agent_id, *release):
                 return -1
-            return _records.record(
+            return _transcript.record(
                 tx,
                 agent_id,
                 messages,
