@@ -56,7 +56,7 @@ from bench_loop import (  # noqa: E402
 )
 
 from langgraph_recall import DurableToolNode, RecallStore  # noqa: E402
-from langgraph_recall.tools import _durable  # noqa: E402
+from langgraph_recall.tools import _steps  # noqa: E402
 
 PLAIN = "ToolNode + bare saver"
 OWN = "langgraph-recall, end with its own flush"
@@ -68,18 +68,18 @@ RIDES = "langgraph-recall, end in the task's write (as shipped)"
 def end_on_its_own(flush: bool) -> Iterator[None]:
     """While inside, every call's end is a commit of its own, waiting for its own flush or
     not (what a call among several gets)."""
-    shipped_finish, shipped_task = _durable._finish, _durable._task_id
+    shipped_finish, shipped_task = _steps.finish, _steps.task_id_of
 
     def finish(store: Any, agent_id: str, action: Any, out: Any, flush_later: bool = False) -> None:
         shipped_finish(store, agent_id, action, out, flush_later and not flush)
 
-    _durable._finish = finish  # type: ignore[assignment]
-    _durable._task_id = lambda config: None  # type: ignore[assignment]
+    _steps.finish = finish  # type: ignore[assignment]
+    _steps.task_id_of = lambda config: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        _durable._finish = shipped_finish  # type: ignore[assignment]
-        _durable._task_id = shipped_task  # type: ignore[assignment]
+        _steps.finish = shipped_finish  # type: ignore[assignment]
+        _steps.task_id_of = shipped_task  # type: ignore[assignment]
 
 
 def group(

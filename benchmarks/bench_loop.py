@@ -677,8 +677,8 @@ def about() -> str:
 PROFILED = [
     ("langgraph_recall.tools._durable", "DurableTools.wrap_tool_call", "durable call (with tool)"),
     ("langgraph.prebuilt.tool_node", "ToolNode._execute_tool_sync", "  the tool itself"),
-    ("langgraph_recall.tools._durable", "begin", "  claim transaction (begin)"),
-    ("langgraph_recall.tools._durable", "_finish", "  end transaction (_finish)"),
+    ("langgraph_recall.tools._steps", "begin", "  claim transaction (begin)"),
+    ("langgraph_recall.tools._steps", "finish", "  end transaction (finish)"),
     ("langgraph_recall.tools._node", "DurableToolNode._gated_call_ids", "  approval pre-scan"),
     ("langgraph_recall.tools._barrier", "wait_sync", "  barrier wait (AI message saved)"),
     ("langgraph_recall.checkpoint._saver", "RecallCheckpointer.get_tuple", "run start (lease)"),

@@ -83,7 +83,7 @@ from bench_loop import (  # noqa: E402
 )
 
 from langgraph_recall import DurableToolNode, RecallStore, with_briefing  # noqa: E402
-from langgraph_recall.tools._durable import begin  # noqa: E402
+from langgraph_recall.tools._steps import begin  # noqa: E402
 
 LOOP = "10-step loop"
 FLOOR = "INSERT + COMMIT"

@@ -162,7 +162,7 @@ MUTATIONS = [
     Mutation(
         "big_output",
         "a large answer is kept whole in an output, the record keeps a reference",
-        "langgraph_recall/tools/_durable.py",
+        "langgraph_recall/tools/_steps.py",
         "    elif needs_output(store, out):\n",
         "    elif False:\n",
         (
@@ -1253,7 +1253,7 @@ MUTATIONS = [
     Mutation(
         "asks_replayed",
         "a call answered from its record takes again the interrupt() answers its tool took",
-        "langgraph_recall/tools/_durable.py",
+        "langgraph_recall/tools/_steps.py",
         "    if asked and order is not None:\n",
         "    if False:\n",
         ("tests/test_tools_parallel.py::-k::question",),
@@ -1299,7 +1299,7 @@ MUTATIONS = [
     Mutation(
         "resume_same_task",
         "after a crash that lost the step's answers, a repeat takes the resume's answer",
-        "langgraph_recall/tools/_durable.py",
+        "langgraph_recall/tools/_steps.py",
         "        order.replay(asked, same_task=task_id is not None and task_id == order.task_id)\n",
         "        order.replay(asked, same_task=False)\n",
         ("tests/test_tools_parallel.py::-k::crash_that",),
@@ -1390,7 +1390,7 @@ MUTATIONS = [
     Mutation(
         "middleware_stray_names",
         "RecallMiddleware refuses classes/approve/undo names no offered tool has",
-        "langgraph_recall/tools/_durable.py",
+        "langgraph_recall/tools/_toolset.py",
         "        if stray and offered:\n",
         "        if False:\n",
         ("tests/test_middleware.py::-k::not_offered",),
@@ -1430,7 +1430,7 @@ MUTATIONS = [
     Mutation(
         "undo_of_pure",
         "undo= naming a pure tool is refused",
-        "langgraph_recall/tools/_durable.py",
+        "langgraph_recall/tools/_toolset.py",
         '        pure = sorted(n for n in self.undo if self._classes.get(n) == "pure")\n',
         "        pure: list[str] = []\n",
         ("tests/test_tools_undo.py::-k::pure",),

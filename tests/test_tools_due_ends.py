@@ -20,15 +20,15 @@ from test_tools_planned import _graph, _sends, _sent, run_worker
 from langgraph_recall import RecallStore
 from langgraph_recall.store._due import EndRider
 from langgraph_recall.testing import call, reply
-from langgraph_recall.tools import _durable
-from langgraph_recall.tools._durable import due_end
+from langgraph_recall.tools import _steps
+from langgraph_recall.tools._steps import due_end
 
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """How many ends were written on their own (``_finish``), and how many rode a task write."""
+    """How many ends were written on their own (``_steps.finish``), and how many rode a task write."""
     seen = {"own": 0, "rode": 0}
-    finish, send = _durable._finish, EndRider.send
+    finish, send = _steps.finish, EndRider.send
 
     def own(*args: Any, **kwargs: Any) -> Any:
         seen["own"] += 1
@@ -38,7 +38,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         seen["rode"] += len(self.ends)
         send(self, cur)
 
-    monkeypatch.setattr(_durable, "_finish", own)
+    monkeypatch.setattr(_steps, "finish", own)
     monkeypatch.setattr(EndRider, "send", rode)
     return seen
 

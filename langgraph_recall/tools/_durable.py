@@ -30,20 +30,14 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
-try:  # pragma: no cover - location differs across langgraph versions
-    from langgraph._internal._constants import CONFIG_KEY_TASK_ID
-except ImportError:  # pragma: no cover
-    CONFIG_KEY_TASK_ID = "__pregel_task_id"
-
 from .._checks import check_timeout
 from .._context import agent_id_of, checkpointer_of, store_of, thread_id_of
-from .._errors import ApprovalDenied, ApprovalMismatch, InDoubt, RecallError, UnclassifiedTool
+from .._errors import ApprovalDenied, InDoubt, RecallError
 from ..checkpoint._faults import fault_point
 from ..checkpoint._plans import attempts_of, close_not_started
 from ..store import Action, Claim, RecallStore
-from ..store._actions import Intent, end_statement
-from ..store._due import DueEnd
-from . import _barrier
+from ..store._actions import Intent
+from . import _barrier, _steps
 from ._approval import Verdict, approval_step
 from ._canonical import (
     action_key,
@@ -53,28 +47,25 @@ from ._canonical import (
     canonical_args,
     given_text,
 )
-from ._classes import ToolClass, classify, declared_approval, declared_class
-from ._drive import Execute, Io, Logic, Resolve, WaitDurable, WaitTurn, adrive, drive
+from ._drive import Execute, Io, Logic, Resolve, WaitDurable, adrive, drive
 from ._keys import CONFIG_ACTION, CONFIG_KEY, KeyedTool, key_parameters
 from ._order import asking_of
 from ._outcome import (
     ActionEnd,
     Output,
     SettleReport,
-    error_text,
     failed_message,
     from_record,
     in_doubt_message,
     is_error,
     needs_output,
-    recorded_asks,
     refused_message,
     rejected_message,
-    to_record,
     with_asked,
     with_edit_notice,
     with_stable_id,
 )
+from ._toolset import ToolSet
 
 log = logging.getLogger("langgraph_recall")
 
@@ -96,7 +87,7 @@ class _Canon:
     digest: str
 
 
-class DurableTools:
+class DurableTools(ToolSet):
     """Durable execution for a set of tools: the logic behind ``DurableToolNode`` and the
     tool hooks of ``RecallMiddleware``.
 
@@ -130,16 +121,15 @@ class DurableTools:
         durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
         fill_key_params: bool = True,
     ) -> None:
+        if resolver is not None and not callable(resolver):
+            raise RecallError(
+                "resolver= is a function of an open Action returning ActionEnd(...) or None; got "
+                f"{type(resolver).__name__}",
+                code="invalid_value",
+            )
+        super().__init__(tools, classes=classes, approve=approve, undo=undo)
         self.fill_key_params = fill_key_params
-        _check_options(classes, resolver, undo)
-        self._given_classes = dict(classes or {})
-        self._given_approve = tuple([approve] if isinstance(approve, str) else approve)
-        self._classes: dict[str, ToolClass] = {}
-        self._gated: frozenset[str] = frozenset()
-        self._tools: dict[str, Any] = {}
-        self._offered: set[str] = set()  # every tool a model request offered (check_offered)
         self.resolver = resolver
-        self.undo: dict[str, Callable[..., Any]] = dict(undo or {})
         self.messages_key = messages_key
         self.durable_timeout = check_timeout("durable_timeout", durable_timeout)
         # Per tool object (held, so an id is not reused while cached).
@@ -149,104 +139,6 @@ class DurableTools:
         self._called: dict[str, Any] = {}
         self._keyed_tools: dict[int, tuple[BaseTool, BaseTool]] = {}
         self._canon: OrderedDict[str, _Canon] = OrderedDict()  # by action id, see ``plan``
-        if tools:
-            self.check_tools(tools)
-        else:
-            # Tools not known yet (a middleware before create_agent builds its node): check the
-            # given classes now, and refuse unclassified tools when they are called.
-            from ._classes import _check_class
-
-            for name, klass in self._given_classes.items():
-                _check_class(f"tool {name!r}", klass)
-            self._classes = dict(self._given_classes)  # type: ignore[arg-type]
-            self._gated = frozenset(self._given_approve)
-            self._refuse_undo_of_pure()
-
-    # --- configuration ------------------------------------------------------------------
-
-    def check_tools(self, tools: Sequence[BaseTool | Callable[..., Any]]) -> None:
-        """Classify ``tools`` (raising ``UnclassifiedTool`` naming every one without a class)."""
-        named: dict[str, Any] = dict(self._tools)
-        for t in tools:
-            named[_tool_name(t)] = t
-        self._classes, self._gated = classify(named, self._given_classes, self._given_approve)
-        unknown = sorted(set(self.undo) - set(named))
-        if unknown:
-            raise RecallError(
-                f"undo= names tools that are not given: {', '.join(unknown)}", code="invalid_value"
-            )
-        self._refuse_undo_of_pure()
-        self._tools = named
-
-    def _refuse_undo_of_pure(self) -> None:
-        # A pure tool's calls leave no action behind, so store.undo() would never find one to
-        # reverse: the undo function given for it would silently never run.
-        pure = sorted(n for n in self.undo if self._classes.get(n) == "pure")
-        if pure:
-            raise RecallError(
-                f"undo= names pure tools: {', '.join(pure)}. A pure tool's calls are not recorded, "
-                "so there is nothing to undo; if the tool changes something, class it "
-                "'external' or 'idempotent' so its calls are recorded and can be undone",
-                code="invalid_value",
-                tools=pure,
-            )
-
-    def check_offered(self, tools: Iterable[Any]) -> None:
-        """Refuse, before the model is asked, tools offered to it that have no class
-        (``create_agent`` hands the middleware its tools only in its requests): otherwise the
-        refusal came at the tool call, after the model had asked for it."""
-        missing = []
-        offered: set[str] = set()
-        for tool in tools:
-            if not isinstance(tool, BaseTool):
-                continue  # a provider's built-in tool (a dict): it runs at the provider
-            offered.add(tool.name)
-            try:
-                self._class_of(tool.name, tool)
-            except UnclassifiedTool:
-                missing.append(tool.name)
-        self._offered |= offered
-        # A name the model was never offered is a slip (approve=("pya",)): left alone it gated
-        # nothing, and pay ran without asking. Refused before the model runs, like a tool with no
-        # class. The union of every request's tools, so one that chose a few still passes.
-        stray = sorted(
-            set(self._given_classes).union(self._given_approve, self.undo) - self._offered
-        )
-        if stray and offered:
-            raise RecallError(
-                f"classes/approve/undo name tools the model is not offered: {', '.join(stray)} "
-                f"(offered: {', '.join(sorted(self._offered))}), so the model was not called. "
-                "Check the spelling; if another middleware picks the tools for each call, list "
-                "RecallMiddleware before it in middleware=[...] so it sees them all.",
-                code="invalid_value",
-                tools=stray,
-            )
-        if missing:
-            listed = ", ".join(repr(n) for n in missing)
-            raise UnclassifiedTool(
-                f"tools {listed} have no class, so the model was not called; give each one "
-                f'(classes={{"{missing[0]}": "external"}}, or "pure"/"idempotent")',
-                tools=missing,
-            )
-
-    def tool_class(self, name: str) -> ToolClass | None:
-        """The class of a tool by name (None when unknown)."""
-        return self._classes.get(name)
-
-    def needs_approval(self, name: str) -> bool:
-        return name in self._gated
-
-    @property
-    def any_gated(self) -> bool:
-        """Whether any tool needs approval (the set only grows, as classes are found)."""
-        return bool(self._gated)
-
-    def register_undo(self, store: RecallStore) -> None:
-        """Make this node's undo functions known to ``store.undo`` (done on every call too).
-
-        The node that ran last wins: a node built again with a fixed undo function (a
-        notebook cell run again) replaces the one an earlier node registered."""
-        store._undo_registry.update(self.undo)
 
     # --- the wrapper interface (ToolNode's wrap_tool_call / AgentMiddleware's) ----------
 
@@ -362,23 +254,6 @@ class DurableTools:
 
     # --- the logic, written once ---------------------------------------------------------
 
-    def _class_of(self, name: str, tool: Any) -> ToolClass:
-        klass = self._classes.get(name)
-        if klass is None and tool is not None:
-            found = declared_class(tool)
-            if found in ("pure", "idempotent", "external"):
-                klass = found  # type: ignore[assignment]
-                self._classes[name] = klass  # type: ignore[assignment]
-                if declared_approval(tool):
-                    self._gated = self._gated | {name}
-        if klass is None:
-            raise UnclassifiedTool(
-                f"tool {name!r} has no class, so it was not run; give it one "
-                f'(classes={{"{name}": "external"}}, or "pure"/"idempotent")',
-                tools=[name],
-            )
-        return klass
-
     def _schema(self, tool: Any) -> tuple[Any, frozenset[str]]:
         """The tool's model-facing schema and its key parameters (cached per tool object)."""
         if tool is None:
@@ -479,7 +354,7 @@ class DurableTools:
         # several, the node's write waits for the slowest; a crash meanwhile would lose the
         # ends of the calls that had finished).
         ride = (
-            _task_id(config)
+            _steps.task_id_of(config)
             if flush_later
             and getattr(saver, "carries", False) is True
             and asking is not None
@@ -499,7 +374,7 @@ class DurableTools:
             else:
                 try:
                     claimed = yield Io(
-                        begin,
+                        _steps.begin,
                         (store,),
                         {
                             "agent_id": agent_id,
@@ -533,7 +408,7 @@ class DurableTools:
                     _warn_other_args(claim.action, args)
                 if claim.status == "failed":
                     return failed_message(claim.action, call)
-                yield from _take_asks_again(request, claim.action)
+                yield from _steps.take_asks_again(request, claim.action)
                 return (yield Io(from_record, (store, claim.action, call)))
             if claim.status == "claimed":
                 fault_point("tool_claimed")  # intent recorded, the tool not started
@@ -564,7 +439,7 @@ class DurableTools:
             end = yield Resolve(self.resolver, action)
             if end is None:
                 return in_doubt_message(action, call)
-            yield Io(_record_resolution, (store, action, end))
+            yield Io(_steps.record_resolution, (store, action, end))
             if end.outcome == "done":
                 settled = yield Io(store.action, (action_id,))
                 return (yield Io(from_record, (store, settled, call)))
@@ -615,7 +490,7 @@ class DurableTools:
         except GraphBubbleUp:
             # interrupt() inside the tool: LangGraph re-runs the tool on resume. End this
             # attempt so the re-run is a new attempt of the same action, under the same key.
-            yield Io(_abandon, (store, agent_id, action, verdict is not None))
+            yield Io(_steps.abandon, (store, agent_id, action, verdict is not None))
             raise
         except InDoubt as exc:
             # The tool itself cannot tell whether its effect happened (an answer lost after the
@@ -644,10 +519,10 @@ class DurableTools:
         if ride is not None and not is_error(out) and not needs_output(store, out):
             # Due until the task's write carries it (or any transaction of this process, or
             # the run's end, writes it first): no I/O here.
-            store._db.due.add(due_end(store, action, kept, ride))
+            store._db.due.add(_steps.due_end(store, action, kept, ride))
             return out
         try:
-            yield Io(_finish, (store, agent_id, action, kept, flush_later))
+            yield Io(_steps.finish, (store, agent_id, action, kept, flush_later))
         except Exception as exc:
             # The effect happened; the model gets its answer. The record stays open (in doubt)
             # for a person or the resolver, which is the truth as far as the records know.
@@ -672,37 +547,9 @@ class DurableTools:
             if end is None:
                 report.open.append(action)
                 continue
-            yield Io(_record_resolution, (store, action, end))
+            yield Io(_steps.record_resolution, (store, action, end))
             report.closed.append((yield Io(store.action, (action.action_id,))))
         return report
-
-
-def _check_options(classes: Any, resolver: Any, undo: Any) -> None:
-    """The node's options are of the right kinds (each read later, where a wrong one would fail
-    far from the call that gave it)."""
-    if classes is not None and not isinstance(classes, Mapping):
-        raise RecallError(
-            'classes= maps tool names to "pure", "idempotent" or "external", e.g. '
-            f'{{"send_email": "external"}}; got {type(classes).__name__}',
-            code="invalid_value",
-        )
-    if resolver is not None and not callable(resolver):
-        raise RecallError(
-            "resolver= is a function of an open Action returning ActionEnd(...) or None; got "
-            f"{type(resolver).__name__}",
-            code="invalid_value",
-        )
-    if undo is not None and not isinstance(undo, Mapping):
-        raise RecallError(
-            f"undo= maps tool names to undo functions; got {type(undo).__name__}",
-            code="invalid_value",
-        )
-    for name, fn in (undo or {}).items():
-        if not callable(fn):
-            raise RecallError(
-                f"undo={{{name!r}: ...}} must be a function, got {type(fn).__name__}",
-                code="invalid_value",
-            )
 
 
 def _warn_other_args(action: Action, args: dict[str, Any]) -> None:
@@ -727,138 +574,6 @@ def _warn_other_args(action: Action, args: dict[str, Any]) -> None:
     )
 
 
-# --- store steps (each runs as one blocking call: inline, or in a worker thread) -------------
-
-
-def begin(
-    store: RecallStore,
-    *,
-    agent_id: str,
-    action_id: str,
-    tool: str,
-    klass: str,
-    args: dict[str, Any],
-    digest: str,
-    thread_id: str | None,
-    epoch: int | None,
-    gated: bool,
-) -> Claim | RecallError:
-    """Claim the call and, for a gated one, spend its approval, in ONE transaction.
-
-    Separately, a crash between the two would leave either an approval spent on nothing
-    (the call could never run) or an intent without a spent approval. Returns the claim, or
-    the refusal (the transaction rolled back) for the caller to report.
-    """
-
-    def claim() -> Claim:
-        return store.claim(
-            agent_id,
-            action_id,
-            tool=tool,
-            args=args,
-            args_digest=digest,
-            klass=klass,
-            idempotency_key=action_id,
-            thread_id=thread_id,
-            epoch=epoch,
-        )
-
-    if not gated:  # nothing to spend: the store's claim is one transaction on its own
-        return claim()
-    try:
-        with store._db.tx(write=True):
-            claimed = claim()
-            if claimed.claimed:
-                store.spend_approval(agent_id, action_id, digest, claimed.action.attempt)
-            return claimed
-    except (ApprovalDenied, ApprovalMismatch) as refusal:
-        return refusal
-    except RecallError as refusal:
-        if refusal.code in ("approval_required",):
-            return refusal
-        raise
-
-
-def _take_asks_again(request: Any, action: Action) -> Logic[None]:
-    """A call answered from its record takes again, in its turn, the interrupt() answers its
-    tool took when it ran, so each later call of the task gets the answer given to it."""
-    asked, task_id = recorded_asks(action)
-    order = asking_of(getattr(request.runtime, "config", None))
-    if asked and order is not None:
-        yield WaitTurn(order.turns, order.call_id)
-        order.replay(asked, same_task=task_id is not None and task_id == order.task_id)
-
-
-def _finish(
-    store: RecallStore, agent_id: str, action: Action, out: Output, flush_later: bool = False
-) -> None:
-    if is_error(out):
-        store.end(
-            action.action_id,
-            action.attempt,
-            "failed",
-            error=error_text(out),
-            flush_later=flush_later,
-        )
-    elif needs_output(store, out):
-        # A large answer is stored whole first; both commit together or not at all.
-        with store._db.tx(write=True, flush_later=flush_later):
-            result = to_record(store, agent_id, out)
-            store.end(action.action_id, action.attempt, "done", result=result)
-    else:
-        # The usual case: one statement on its own (on PostgreSQL one round trip, not three).
-        store.end(action.action_id, action.attempt, "done", result=out, flush_later=flush_later)
-
-
-def due_end(store: RecallStore, action: Action, out: Output, task_id: str) -> DueEnd:
-    """The "done" end of ``action``, to commit with the write of task ``task_id``."""
-    sql, params = end_statement(
-        store._db.dialect, action.action_id, action.attempt, "done", result=out
-    )
-    return DueEnd(task_id, action.action_id, action.attempt, sql, params)
-
-
-def _task_id(config: Mapping[str, Any]) -> str | None:
-    task_id = (config.get("configurable") or {}).get(CONFIG_KEY_TASK_ID)
-    return task_id if isinstance(task_id, str) and task_id else None
-
-
-def _abandon(store: RecallStore, agent_id: str, action: Action, gated: bool) -> None:
-    with store._db.tx(write=True):
-        ended = store.end(
-            action.action_id,
-            action.attempt,
-            "abandoned",
-            note="paused by an interrupt() inside the tool; the resume runs it again under the same key",
-        )
-        if not (ended and gated):
-            return
-        # The approval was spent on this attempt, which the tool itself paused. Its resume is
-        # the same execution, so it gets the same approval again, signed, for the same digest
-        # (a later "no" recorded before the resume still wins: it is then the latest).
-        latest = store.latest_decision(action.action_id)
-        if latest is not None and latest.decision == "approve":
-            store.record_decision(
-                agent_id,
-                action.action_id,
-                "approve",
-                args=latest.args,
-                args_digest=latest.args_digest,
-                message=f"carried over to the resume of attempt {action.attempt}",
-            )
-
-
-def _record_resolution(store: RecallStore, action: Action, end: ActionEnd) -> bool:
-    return store.end(
-        action.action_id,
-        action.attempt,
-        end.outcome,
-        result=end.result,
-        note=end.resolution,
-        resolved_by="resolver",
-    )
-
-
 def _with_key(request: Any, action_id: str, args: dict[str, Any] | None) -> Any:
     runtime = request.runtime
     if runtime is not None and dataclasses.is_dataclass(runtime):
@@ -873,9 +588,3 @@ def _with_key(request: Any, action_id: str, args: dict[str, Any] | None) -> Any:
     if args is not None:
         request = request.override(tool_call={**request.tool_call, "args": dict(args)})
     return request
-
-
-def _tool_name(tool: Any) -> str:
-    if isinstance(tool, BaseTool):
-        return tool.name
-    return str(getattr(tool, "name", None) or getattr(tool, "__name__", repr(tool)))

@@ -26,10 +26,11 @@ from langgraph.runtime import Runtime
 from .._context import configurable
 from .._errors import RecallError
 from ..store import RecallStore
-from ._durable import CONFIG_KEY_TASK_ID, DEFAULT_DURABLE_TIMEOUT, DurableTools, Resolver
+from ._durable import DEFAULT_DURABLE_TIMEOUT, DurableTools, Resolver
 from ._keys import CONFIG_KEY, IdempotencyKey, current_idempotency_key, key_parameters, key_scope
 from ._order import Asking, Deferred, open_turns, scratchpad_of, turns_for
 from ._outcome import Output, SettleReport
+from ._steps import CONFIG_KEY_TASK_ID
 
 _OWN = ("state", "tool_call_id", "config", "tools")
 # ToolRuntime's other fields, each taken from the node's Runtime by name when it has one.
