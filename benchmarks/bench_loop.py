@@ -679,21 +679,12 @@ PROFILED = [
     ("langgraph.prebuilt.tool_node", "ToolNode._execute_tool_sync", "  the tool itself"),
     ("langgraph_recall.tools._steps", "begin", "  claim transaction (begin)"),
     ("langgraph_recall.tools._steps", "finish", "  end transaction (finish)"),
-    ("langgraph_recall.tools._node", "DurableToolNode._gated_call_ids", "  approval pre-scan"),
     ("langgraph_recall.tools._barrier", "wait_sync", "  barrier wait (AI message saved)"),
     ("langgraph_recall.checkpoint._saver", "RecallCheckpointer.get_tuple", "run start (lease)"),
-    (
-        "langgraph_recall.checkpoint._saver",
-        "RecallCheckpointer._end_run",
-        "run end (flush, release)",
-    ),
-    ("langgraph_recall.checkpoint._saver", "RecallCheckpointer._before_put", "put: epoch stamp"),
-    ("langgraph_recall.checkpoint._saver", "RecallCheckpointer._after_put", "put: queue turns"),
-    (
-        "langgraph_recall.checkpoint._saver",
-        "RecallCheckpointer._before_writes",
-        "put_writes: check",
-    ),
+    ("langgraph_recall.checkpoint._runs", "RunLifecycle.end", "run end (flush, release)"),
+    ("langgraph_recall.checkpoint._put_steps", "PutSteps._before_put", "put: epoch stamp"),
+    ("langgraph_recall.checkpoint._put_steps", "PutSteps._after_put", "put: queue turns"),
+    ("langgraph_recall.checkpoint._put_steps", "PutSteps._before_writes", "put_writes: check"),
     ("langgraph_recall.checkpoint._recording", "Recorder._write", "recorder write (background)"),
 ]
 SAVER_METHODS = ("put", "put_writes", "get_tuple")

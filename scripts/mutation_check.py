@@ -602,7 +602,7 @@ MUTATIONS = [
     Mutation(
         "plan_never_fails_a_put",
         "planning ahead that raises costs no checkpoint: the node claims instead",
-        "langgraph_recall/checkpoint/_saver.py",
+        "langgraph_recall/checkpoint/_put_steps.py",
         "        except Exception as exc:  # planning ahead must never cost a checkpoint: claim instead\n",
         "        except ZeroDivisionError as exc:\n",
         ("tests/test_tools_planned.py::-k::plan_that_fails",),
@@ -957,7 +957,7 @@ MUTATIONS = [
     Mutation(
         "no_plan_under_exit",
         "a run under durability='exit' plans nothing (its durable calls are refused)",
-        "langgraph_recall/checkpoint/_saver.py",
+        "langgraph_recall/checkpoint/_put_steps.py",
         'if conf.get("checkpoint_ns") or conf.get(CONFIG_KEY_DURABILITY) == "exit":',
         'if conf.get("checkpoint_ns"):',
         ("tests/test_tools_calls.py::-k::durability_exit_is_refused",),
@@ -965,7 +965,7 @@ MUTATIONS = [
     Mutation(
         "closed_run_writes_nothing",
         "a run whose checkpointer was closed under it writes no unstamped checkpoint",
-        "langgraph_recall/checkpoint/_saver.py",
+        "langgraph_recall/checkpoint/_put_steps.py",
         "                if self._shared.runs.run_of(agent_id) is not None:\n",
         "                if False:\n",
         ("tests/test_checkpoint_recording.py::-k::closed_under_it",),
@@ -1097,7 +1097,7 @@ MUTATIONS = [
     Mutation(
         "forked_checkpointer",
         "a checkpointer made before a fork refuses to act in the child (two children, one holder)",
-        "langgraph_recall/checkpoint/_saver.py",
+        "langgraph_recall/checkpoint/_delegated.py",
         '        self._birth.check("RecallCheckpointer")\n',
         "        pass\n",
         ("tests/test_process_fork.py::-k::checkpointer_alone",),
@@ -1349,7 +1349,7 @@ MUTATIONS = [
     Mutation(
         "update_owner",
         "update_state from a history config writes for the checkpoint's agent",
-        "langgraph_recall/checkpoint/_saver.py",
+        "langgraph_recall/checkpoint/_put_steps.py",
         "            agent_id = self._updating_agent(config, conf)\n",
         "            agent_id = _agent(config, conf)\n",
         ("tests/test_tools_calls.py::-k::update_state_from",),
@@ -1365,7 +1365,7 @@ MUTATIONS = [
     Mutation(
         "turn_id_text",
         "a turn_id that is not text is found again by its text",
-        "langgraph_recall/checkpoint/_saver.py",
+        "langgraph_recall/checkpoint/_put_steps.py",
         "            if turn is not None and not isinstance(turn, str):\n",
         "            if False:\n",
         ("tests/test_checkpoint_turns.py::-k::not_text",),
@@ -1414,7 +1414,7 @@ MUTATIONS = [
     Mutation(
         "closed_checkpointer",
         "a closed store.checkpointer() refuses reads and runs by name",
-        "langgraph_recall/checkpoint/_saver.py",
+        "langgraph_recall/checkpoint/_delegated.py",
         "        if self._shared.inner_closed:\n",
         "        if False:\n",
         ("tests/test_checkpoint_delegation.py::-k::closed and checkpointer",),
@@ -1446,7 +1446,7 @@ MUTATIONS = [
     Mutation(
         "closed_under_write",
         "a write the checkpointer's close cut off ends the run with lease_lost",
-        "langgraph_recall/checkpoint/_saver.py",
+        "langgraph_recall/checkpoint/_put_steps.py",
         "        return self._failed_closing(config, exc)\n",
         "        return exc\n",
         ("tests/test_checkpoint_lease.py::-k::closing_the",),

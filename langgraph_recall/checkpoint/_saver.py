@@ -36,18 +36,19 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from .._context import CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
-from .._errors import LeaseHeld, LeaseLost, RecallError
+from .._context import CONFIG_KEY_RUNTIME, thread_id_of
+from .._errors import RecallError
 from .._process import Birth, not_picklable
 from ..store._due import EndRider
 from ._capabilities import variant
+from ._delegated import Delegated
 from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
-from ._fence import is_fence_error
 from ._lease import LeaseKeeper, check_wait, new_holder_id
-from ._plans import Planner, PlanRider, Plans, attempts_of, close_not_started, take
-from ._recording import Recorder, messages_in
-from ._runs import Entry, Run, RunLifecycle, find_loop, foreign_agent, owner_of, run_key
+from ._plans import Planner, Plans, take
+from ._put_steps import PutSteps, conf_of
+from ._recording import Recorder
+from ._runs import Entry, Run, RunLifecycle, find_loop, run_key
 from ._same_db import (
     can_carry,
     close_same_database_saver,
@@ -56,7 +57,7 @@ from ._same_db import (
     put_with,
     put_writes_with,
 )
-from ._turns import TURN_KEY, TurnHelpers
+from ._turns import TurnHelpers
 
 if TYPE_CHECKING:
     from ..store import Claim, RecallStore
@@ -81,7 +82,7 @@ class _Shared:
         self.inner_closed = False
 
 
-class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
+class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     """Wraps any LangGraph saver so one process acts for an agent at a time, every checkpoint
     is fenced by the lease epoch, each message is recorded once, and no turn runs twice.
 
@@ -359,170 +360,6 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
 
     # --- writes ---------------------------------------------------------------------------
 
-    def _before_put(
-        self, config: RunnableConfig, metadata: CheckpointMetadata, wait: float | None = None
-    ) -> tuple[CheckpointMetadata, str | None, bool]:
-        """(metadata to write, agent whose lease fences it, whether we took it just for this).
-
-        ``wait``: seconds an ``update_state`` waits for a busy agent (default: the keeper's)."""
-        conf = _conf(config)
-        keeper = self._shared.keeper
-        if CONFIG_KEY_RUNTIME in conf:
-            agent_id = _agent(config, conf)
-            if keeper.held(agent_id) is None:
-                if self._shared.runs.run_of(agent_id) is not None:
-                    # The run took the lease and the keeper gave it up since (the checkpointer
-                    # was closed under it): an unstamped write would pass the fence, and
-                    # another process may be the holder by now.
-                    raise self._closed_under(agent_id)
-                return metadata, None, False  # a run that took no lease (nested foreign graph)
-            epoch = keeper.check_write(agent_id)
-            run = self._shared.runs.run_of(agent_id)
-            branched = run is not None and run.branched
-            stamped = _stamped(metadata, agent_id, epoch, branched)
-            turn = conf.get(TURN_KEY)
-            if turn is not None and not isinstance(turn, str):
-                # LangGraph copies configurable["turn_id"] into the metadata as given (42, or
-                # nothing for a UUID), and a resubmission is found by the text turn_id_of makes
-                # of it: a checkpoint of turn 42 did not match "42", so the turn ran again.
-                stamped[TURN_KEY] = str(turn)  # type: ignore[literal-required]
-            return stamped, agent_id, False
-        elif metadata.get("source") in ("update", "fork"):
-            # update_state / a __copy__ outside any run: a write like a run's, so it needs the
-            # lease for its duration, or it could fork the history under a running holder.
-            agent_id = self._updating_agent(config, conf)
-            epoch = keeper.acquire(agent_id, wait=wait).epoch
-            return _stamped(metadata, agent_id, epoch), agent_id, True
-        return metadata, None, False  # a direct call (conformance suites, tools)
-
-    def _updating_agent(self, config: RunnableConfig, conf: dict[str, Any]) -> str:
-        """The agent an ``update_state`` writes for: the one whose checkpoint it follows. A
-        config from ``get_state`` carries no agent_id; falling back to the thread id took
-        another agent's lease (no bar to the owner's runs) and stamped the new checkpoint for
-        that agent, so a run from it replayed the owner's calls under new keys."""
-        owner = owner_of(self.inner.get_tuple(config))
-        named = conf.get("agent_id")
-        if owner is None:
-            return _agent(config, conf)
-        if named and str(named) != owner:
-            raise foreign_agent(str(thread_id_of(config)), owner, str(named))
-        return owner
-
-    def _closed_under(self, agent_id: str) -> LeaseLost:
-        return LeaseLost(
-            f"agent {agent_id!r}: the checkpointer was closed while its run was going; nothing "
-            "more is written. Run it again on an open one.",
-            agent_id=agent_id,
-            holder=self._shared.keeper.holder,
-        )
-
-    def _failed_closing(self, config: RunnableConfig, exc: BaseException) -> BaseException:
-        """A write that failed because the checkpointer was closed while it was on its way (its
-        lease check passed, then ``close`` gave the lease up and closed the connections it
-        writes on): the run's ``LeaseLost``, as when the check comes after the close."""
-        if self._shared.keeper.closed and CONFIG_KEY_RUNTIME in _conf(config):
-            return self._closed_under(_agent(config, _conf(config)))
-        return exc
-
-    def _put_failed(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        agent_id: str | None,
-        own_lease: bool,
-        exc: BaseException,
-    ) -> BaseException:
-        # Wake durability waiters now: this run will never write this checkpoint.
-        self._shared.durable.mark(str(thread_id_of(config)), checkpoint["id"], written=False)
-        if agent_id is not None and is_fence_error(exc):
-            lost = self._shared.keeper.mark_lost(
-                agent_id, "the database refused a checkpoint written under the old lease epoch"
-            )
-            if own_lease:
-                self._shared.keeper.release(agent_id)
-            return lost
-        if own_lease and agent_id is not None:
-            self._shared.keeper.release(agent_id)
-        return self._failed_closing(config, exc)
-
-    def _after_put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        new_versions: ChannelVersions,
-        agent_id: str | None,
-        own_lease: bool,
-    ) -> None:
-        conf = _conf(config)
-        thread_id = str(conf.get("thread_id"))
-        shared = self._shared
-        if agent_id is not None and not conf.get("checkpoint_ns"):
-            run = None if own_lease else shared.runs.run_of(agent_id)
-            if run is not None:
-                run.head_id = checkpoint["id"]
-            if self.messages_key in new_versions:
-                messages = messages_in(checkpoint["channel_values"].get(self.messages_key))
-                if messages:
-                    if own_lease:
-                        shared.recorder.submit(agent_id, thread_id, messages, catch_up=True)
-                    elif run is not None:
-                        due = run.turns.note(messages)  # usually nothing yet: see TurnBuffer
-                        if due:
-                            shared.recorder.submit(agent_id, thread_id, due)
-        shared.durable.mark(thread_id, checkpoint["id"])
-
-    def _finish_update(self, agent_id: str) -> None:
-        self._shared.recorder.flush(agent_id, timeout=max(30.0, self.lease_ttl))
-        self._shared.keeper.release(agent_id)
-
-    def _rider(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        md: CheckpointMetadata,
-        new_versions: ChannelVersions,
-        agent_id: str | None,
-        own: bool,
-    ) -> PlanRider | None:
-        """The intents planned to commit with this checkpoint (see ``_plans``), if any."""
-        if not self.carries or agent_id is None or own:
-            return None
-        conf = _conf(config)
-        if conf.get("checkpoint_ns") or conf.get(CONFIG_KEY_DURABILITY) == "exit":
-            # Under durability="exit" a durable call is refused before it starts (nothing is
-            # saved before its side effect): a plan would only be closed as never started.
-            return None
-        run = self._shared.runs.run_of(agent_id)
-        if run is None:  # no run holds the lease here: nothing to hand the claims to
-            return None
-        epoch = md.get("recall_epoch")  # type: ignore[attr-defined]
-        try:
-            return self._shared.plans.rider(
-                run.planners, checkpoint, new_versions, agent_id, str(conf.get("thread_id")), epoch
-            )
-        except Exception as exc:  # planning ahead must never cost a checkpoint: claim instead
-            log.warning("could not plan the intents of a checkpoint's calls (%s)", exc)
-            return None
-
-    def _landed(self, agent_id: str | None, rider: PlanRider | None) -> None:
-        """Hand the planned claims to the run (before ``_after_put`` wakes the tool node)."""
-        if rider is None or agent_id is None:
-            return
-        run = self._shared.runs.run_of(agent_id)
-        try:
-            claims = rider.claims()
-        except Exception as exc:
-            # Committed, but which rows are ours is unknown: leave them. The node's own claim
-            # then finds them open and reports them in doubt: the safe side. Closing them could
-            # close a row this checkpoint did not insert, a call that may have run.
-            log.warning("planned intents committed but not readable back (%s)", exc)
-            return
-        if run is None:  # cannot happen while the run holds the lease; close them anyway
-            close_not_started(self.store, attempts_of(claims))
-            return
-        for claim in claims:
-            run.planned[claim.action.action_id] = claim
-
     def put(
         self,
         config: RunnableConfig,
@@ -562,7 +399,7 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
     ) -> RunnableConfig:
         """Async ``put``."""
         self._here()
-        if self.fenced and CONFIG_KEY_RUNTIME in _conf(config):
+        if self.fenced and CONFIG_KEY_RUNTIME in conf_of(config):
             md, agent_id, own = self._before_put(config, metadata)  # memory only: no I/O
         else:
             # An update_state may wait for a busy agent: on the loop, not on a worker thread.
@@ -590,24 +427,6 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         if own and agent_id is not None:
             await asyncio.to_thread(self._finish_update, agent_id)
         return stored
-
-    def _before_writes(self, config: RunnableConfig) -> None:
-        conf = _conf(config)
-        keeper = self._shared.keeper
-        agent_id = _agent(config, conf)
-        if CONFIG_KEY_RUNTIME in conf:
-            held = keeper.held(agent_id)
-            if held is not None and held.lost is not None:
-                raise held.lost
-        elif keeper.is_busy(agent_id):
-            # update_state from another thread while a run of this process acts for the agent.
-            raise LeaseHeld(
-                f"agent {agent_id!r} is running in this process; update its state after the "
-                "run ends",
-                agent_id=agent_id,
-                holder=keeper.holder,
-                expires_at=None,
-            )
 
     def put_writes(
         self,
@@ -674,86 +493,6 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         finally:
             due.rode(ends, committed)
 
-    # --- plain delegation -------------------------------------------------------------------
-
-    def delete_thread(self, thread_id: str) -> None:
-        self._usable()
-        self.inner.delete_thread(thread_id)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        self._usable()
-        await self._acall("delete_thread", thread_id)
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._usable()
-        self.inner.delete_for_runs(run_ids)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._usable()
-        await self._acall("delete_for_runs", run_ids)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._usable()
-        self.inner.copy_thread(source_thread_id, target_thread_id)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._usable()
-        await self._acall("copy_thread", source_thread_id, target_thread_id)
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._usable()
-        self.inner.prune(thread_ids, strategy=strategy)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._usable()
-        await self._acall("prune", thread_ids, strategy=strategy)
-
-    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
-        self._usable()
-        # The inner saver's (SQL) version, never the base class's get_tuple walk through us.
-        return self.inner.get_delta_channel_history(config=config, channels=channels)
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Any:
-        self._usable()
-        return await self._acall("get_delta_channel_history", config=config, channels=channels)
-
-    def _here(self) -> None:
-        self._birth.check("RecallCheckpointer")
-
-    def _usable(self) -> None:
-        """``_here``, and refuse a read or a new run once the checkpointer or its store is
-        closed. (A write of a run already going is not refused here: closed under it, that run
-        ends with ``lease_lost``, see ``_closed_under``.)"""
-        self._here()
-        if self.store._closed:
-            raise RecallError(
-                "the RecallStore of this checkpointer is closed; open the store again "
-                "(RecallStore.open) and make its checkpointer anew",
-                code="closed",
-            )
-        if self._shared.inner_closed:
-            raise RecallError(
-                "this checkpointer is closed, and the database connections store.checkpointer() "
-                "made for it too; make a new one with store.checkpointer()",
-                code="closed",
-            )
-
-    def get_next_version(self, current: Any, channel: None) -> Any:  # bound to inner's in __init__
-        return self.inner.get_next_version(current, channel)
-
-    async def _acall(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """The inner saver's async method; its sync twin in a thread where the async raises."""
-        self._here()
-        if name not in self._shared.sync_only:
-            try:
-                return await getattr(self.inner, "a" + name)(*args, **kwargs)
-            except NotImplementedError:
-                # SqliteSaver / PostgresSaver: sync only. Remember, and use the sync method.
-                self._shared.sync_only.add(name)
-        return await asyncio.to_thread(getattr(self.inner, name), *args, **kwargs)
-
     # --- what other parts of langgraph-recall ask --------------------------------------------
 
     def _learn_graph(self, run: Run, loop: Any) -> None:
@@ -788,26 +527,6 @@ class RecallCheckpointer(TurnHelpers, DurabilityBarrier, BaseCheckpointSaver):
         if held.lost is not None:
             raise held.lost
         return held.epoch
-
-
-def _conf(config: RunnableConfig) -> dict[str, Any]:
-    # The hot path reads the run's configurable in place: the shared helper copies it.
-    return (config or {}).get("configurable") or {}  # type: ignore[return-value]
-
-
-def _agent(config: RunnableConfig, conf: dict[str, Any]) -> str:
-    agent = conf.get("agent_id") or conf.get("thread_id")
-    return str(agent) if agent else agent_id_of(config)  # the latter raises, saying what to do
-
-
-def _stamped(
-    metadata: CheckpointMetadata, agent_id: str, epoch: int, branched: bool = False
-) -> CheckpointMetadata:
-    """The metadata plus the fencing token the trigger in ``_fence`` compares."""
-    stamped: dict[str, Any] = {**metadata, "recall_agent": agent_id, "recall_epoch": epoch}
-    if branched:
-        stamped["recall_branch"] = True
-    return stamped  # type: ignore[return-value]
 
 
 def _is_store(store: Any) -> bool:
