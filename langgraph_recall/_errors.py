@@ -16,7 +16,9 @@
                                        "not_open", "durability", "database", "replay_mismatch",
                                        "duplicate_turn", "unknown_output", "closed",
                                        "forked" (a store or checkpointer used in a
-                                       process forked after it was opened)
+                                       process forked after it was opened),
+                                       "args_changed" (a wrapper inside the durable one
+                                       changed a recorded call's arguments; nothing ran)
 
 Catch ``RecallError`` and switch on ``.code``: the codes are the contract, the classes are a
 convenience. ``RecallError.for_code(code)`` returns the class used for a code.

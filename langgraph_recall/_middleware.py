@@ -12,11 +12,13 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from ._briefing import build_briefing, is_briefing_message
-from ._context import agent_id_of, store_of, thread_id_of
+from ._context import agent_id_of, given_store, store_of, thread_id_of
+from ._errors import RecallError
 from ._hooks import _checkpointer_records, _latest_human_text, record_messages
 from ._recall_tools import recall_tools
 from .store import RecallStore
 from .tools import DurableTools
+from .tools._toolset import check_resolver, normalize_options
 
 __all__ = ["RecallMiddleware"]
 
@@ -85,16 +87,19 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         briefing_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        if store is not None and not isinstance(store, RecallStore):
+            raise RecallError(
+                f"store= takes a RecallStore (RecallStore.open(...)), got {type(store).__name__}",
+                code="invalid_value",
+            )
+        self.classes, self.approve, self.undo = normalize_options(classes, approve, undo)
+        check_resolver(resolver)
         self.token_budget = token_budget
         self.store = store
         self.messages_key = messages_key
         self.tools = recall_tools() if tools else []
         self.briefing_options = dict(briefing_options or {})
-        self.classes = dict(classes or {})
-        # approve="pay" is one tool's name: tuple() of it gave ("p", "a", "y"), gating nothing.
-        self.approve = (approve,) if isinstance(approve, str) else tuple(approve)
         self.resolver = resolver
-        self.undo = dict(undo or {})
         self._durable = _durable_tools(
             self.classes, self.approve, resolver, self.undo, messages_key
         )
@@ -196,14 +201,17 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Run the call through the durable-tools engine (once-only, approvals, in-doubt)."""
-        if self._durable is None:
-            return handler(request)
-        return self._durable.wrap_tool_call(request, handler)
+        # store=: the calls and the recall tools find this store, not only the graph's.
+        with given_store(self.store):
+            if self._durable is None:
+                return handler(request)
+            return self._durable.wrap_tool_call(request, handler)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        if self._durable is None:
-            return await handler(request)
-        return await self._durable.awrap_tool_call(request, handler)
+        with given_store(self.store):
+            if self._durable is None:
+                return await handler(request)
+            return await self._durable.awrap_tool_call(request, handler)
 
 
 def _state_messages(state: Any, key: str) -> list[BaseMessage]:

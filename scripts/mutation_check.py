@@ -628,8 +628,8 @@ MUTATIONS = [
         "canon_changed_args",
         "a plan's canonical arguments are reused only while the arguments are unchanged",
         "langgraph_recall/tools/_durable.py",
-        "            and given_text(given) == canon.text\n",
-        "            and True\n",
+        "        if canon is not None and canon.tool is tool and canon.given is given and text == canon.text:\n",
+        "        if canon is not None and canon.tool is tool and canon.given is given:\n",
         ("tests/test_tools_planned.py::-k::changed_after_their_plan",),
     ),
     Mutation(
@@ -1398,9 +1398,10 @@ MUTATIONS = [
     Mutation(
         "middleware_approve_name",
         "RecallMiddleware(approve='pay') gates pay",
-        "langgraph_recall/_middleware.py",
-        "        self.approve = (approve,) if isinstance(approve, str) else tuple(approve)\n",
-        "        self.approve = tuple(approve)\n",
+        "langgraph_recall/tools/_toolset.py",
+        '    elif isinstance(approve, str):  # one tool\'s name: tuple() of it gave ("p", "a", "y")\n'
+        "        approve = (approve,)\n",
+        "    elif isinstance(approve, str):\n        pass\n",
         ("tests/test_middleware.py::-k::one_name",),
     ),
     Mutation(
@@ -1555,6 +1556,76 @@ MUTATIONS = [
         "        held: HeldLease | None = None\n        try:\n            with self._cond:\n                found = self._held.get(agent_id)\n                if found is None or found.releasing:\n                    return None  # not held, or another thread is giving it back (close)\n                # From here no write of the run passes and no renewal runs. Set inside the\n                # try: an interrupt right after it must still give the slot back (a slot left\n                # releasing refused every later run of the agent in this process, for good).\n                held, found.releasing = found, True\n                lost = held.lost\n",
         "        held: HeldLease | None = None\n        with self._cond:\n            found = self._held.get(agent_id)\n            if found is None or found.releasing:\n                return None\n            found.releasing = True\n            lost = found.lost\n        try:\n            held = found\n            if True:\n                pass\n",
         ("tests/test_checkpoint_lease.py::-k::interrupt_inside and sqlite",),
+    ),
+    Mutation(
+        "bound_check_node",
+        "DurableToolNode: a call a wrapper inside changed is refused where the tool is invoked",
+        "langgraph_recall/tools/_node.py",
+        '            bound.check(tool_call["name"], tool_call.get("args"))\n',
+        "            pass\n",
+        (
+            "tests/test_tools_bound.py::-k::swaps_approved and sqlite",
+            "tests/test_tools_bound.py::-k::changes_a_recorded and sqlite",
+        ),
+    ),
+    Mutation(
+        "bound_check_keyed",
+        "create_agent: a call a middleware listed after RecallMiddleware changed is refused",
+        "langgraph_recall/tools/_keys.py",
+        "            bound.check(self.name, args, model_fields_only=True)\n",
+        "            pass\n",
+        ("tests/test_tools_bound.py::-k::listed_after_recall and sqlite",),
+    ),
+    Mutation(
+        "bound_refusal_sticks",
+        "a call refused once in an attempt is refused again (a retrying wrapper runs nothing)",
+        "langgraph_recall/tools/_bound.py",
+        "        if self.refused is not None:  # a retrying wrapper: refused again, never run\n"
+        "            raise self.refused\n",
+        "        pass\n",
+        ("tests/test_tools_bound.py::-k::retrying and sqlite",),
+    ),
+    Mutation(
+        "bound_refused_answered",
+        "a refusal a ToolNode turned into an answer still closes the attempt as not started",
+        "langgraph_recall/tools/_durable.py",
+        "        if bound.refused is not None:  # a wrapper in between made an answer of the refusal\n",
+        "        if False:\n",
+        ("tests/test_tools_bound.py::-k::wrapper_answers_for and sqlite",),
+    ),
+    Mutation(
+        "bound_refused_raised",
+        "a refusal raised through the wrappers closes the attempt as not started, the run goes on",
+        "langgraph_recall/tools/_durable.py",
+        "            if bound.refused is not None:\n"
+        "                return (yield from _refused_inside(store, action, call, bound.refused))\n"
+        "            try:\n",
+        "            try:\n",
+        ("tests/test_tools_bound.py::-k::changes_a_recorded and sqlite",),
+    ),
+    Mutation(
+        "declared_approval_with_classes",
+        "a tool's own approve=True gates it under the middleware even when classes= names it",
+        "langgraph_recall/tools/_toolset.py",
+        "            if name in self._classes and declared_approval(tool):\n",
+        "            if False:\n",
+        ("tests/test_middleware.py::-k::declares_its_approval",),
+    ),
+    Mutation(
+        "middleware_given_store",
+        "RecallMiddleware(store=...) serves its tool calls and the recall tools",
+        "langgraph_recall/_context.py",
+        '    candidates = [store, _given.get(), getattr(runtime, "store", None)]\n',
+        '    candidates = [store, getattr(runtime, "store", None)]\n',
+        ("tests/test_middleware.py::-k::given_to_the_middleware",),
+    ),
+    Mutation(
+        "option_names_are_text",
+        "classes/approve/undo naming a tool by anything but its name is refused when built",
+        "langgraph_recall/tools/_toolset.py",
+        "            if not isinstance(name, str):\n",
+        "            if False:\n",
+        ("tests/test_middleware.py::-k::options_of_the_wrong_kind",),
     ),
     Mutation(
         "same_holder_live_new_epoch",

@@ -19,7 +19,7 @@ from langgraph_recall._errors import RecallError, UnclassifiedTool
 from langgraph_recall._middleware import RecallMiddleware
 from langgraph_recall.store import RecallStore
 from langgraph_recall.testing import ScriptedChatModel, call, reply
-from langgraph_recall.tools import ActionEnd
+from langgraph_recall.tools import ActionEnd, DurableToolNode, recall_class
 
 MODES = [pytest.param(False, id="sync"), pytest.param(True, id="async")]
 
@@ -242,3 +242,92 @@ async def test_a_name_the_model_is_not_offered_is_refused_before_it_is_called(
     assert "not offered" in str(err.value) and "RecallMiddleware before it" in str(err.value)
     assert err.value.details["tools"][0] in ("pya", "py")
     assert model.seen == [] and sent == []
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_a_tool_that_declares_its_approval_is_gated_when_classes_names_it_too(
+    store: RecallStore, use_async: bool
+) -> None:
+    # With classes={"pay": ...} the middleware never read the tool's own approve=True, so
+    # pay(9999) ran unasked (DurableToolNode, given the same options, asked).
+    sent: list[int] = []
+
+    @recall_class("external", approve=True)
+    @tool
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        sent.append(amount)
+        return f"paid {amount}"
+
+    model = ScriptedChatModel([reply("", call("pay", amount=9999)), reply("done")])
+    agent = create_agent(
+        model,
+        [pay],
+        middleware=[RecallMiddleware(classes={"pay": "external"})],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
+    out = _invoke(agent, {"messages": [HumanMessage("pay")]}, config("t-decl", "d"), use_async)
+    assert out["__interrupt__"][0].value["tool"] == "pay"
+    assert sent == []
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_the_store_given_to_the_middleware_serves_its_tool_calls(
+    store: RecallStore, tmp_path: Any, use_async: bool
+) -> None:
+    # Compiled without a store: the tool calls found none and were refused after the model had
+    # asked for them, while the turns went to the store given.
+    model = ScriptedChatModel(
+        [
+            reply("", call("work", step=1), call("update_working_state", goal="migrate")),
+            reply("done"),
+        ]
+    )
+    agent = create_agent(
+        model,
+        task_tools(str(tmp_path / "e.txt")),
+        middleware=[RecallMiddleware(classes={"work": "external", "check": "pure"}, store=store)],
+        checkpointer=InMemorySaver(),
+    )
+    _invoke(agent, {"messages": [HumanMessage("go")]}, config("t-given", "given"), use_async)
+    assert [(a.tool, a.status) for a in store.actions("given")] == [("work", "done")]
+    assert store.working_state("given")["goal"] == "migrate"
+
+
+BAD_OPTIONS = [
+    {"classes": "pay"},
+    {"classes": ["pay"]},
+    {"classes": {1: "external"}},
+    {"approve": True},
+    {"approve": [1]},
+    {"undo": "refund"},
+    {"undo": [print]},
+    {"undo": {"pay": "refund"}},
+    {"resolver": "yes"},
+]
+
+
+@pytest.mark.parametrize("options", BAD_OPTIONS, ids=[str(o) for o in BAD_OPTIONS])
+@pytest.mark.parametrize("which", ["middleware", "node"])
+def test_options_of_the_wrong_kind_are_refused_by_name(which: str, options: dict[str, Any]) -> None:
+    @tool
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    given = {"classes": {"pay": "external"}, **options}
+    with pytest.raises(RecallError) as err:
+        if which == "middleware":
+            RecallMiddleware(**given)
+        else:
+            DurableToolNode([pay], **given)
+    assert err.value.code == "invalid_value"
+    assert f"{next(iter(options))}=" in str(err.value)
+
+
+def test_approve_none_means_no_tool_needs_approval(store: RecallStore) -> None:
+    sent: list[int] = []
+    agent, _ = _pay_agent(store, sent, amount=3, approve=None)
+    agent.invoke({"messages": [HumanMessage("pay")]}, config("t-none", "none"))
+    assert sent == [3]

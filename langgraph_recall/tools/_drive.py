@@ -20,6 +20,7 @@ from langgraph.errors import GraphBubbleUp
 
 from .._errors import RecallError
 from . import _barrier
+from ._bound import BoundCall, reset_bound, set_bound
 from ._keys import key_scope
 from ._order import Turns
 from ._outcome import ActionEnd
@@ -40,11 +41,13 @@ class Io:
 
 @dataclass(frozen=True)
 class Execute:
-    """Run the tool (through the rest of the wrapper chain) with ``key`` as the current key."""
+    """Run the tool (through the rest of the wrapper chain) with ``key`` as the current key
+    and ``bound`` as the call its tool may run as (``_bound``)."""
 
     handler: Callable[[Any], Any]
     request: Any
     key: str | None
+    bound: BoundCall | None = None
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,12 @@ def _do_sync(step: Step) -> Any:
     if isinstance(step, Io):
         return step.fn(*step.args, **step.kwargs)
     if isinstance(step, Execute):
-        with key_scope(step.key):
-            return step.handler(step.request)
+        token = set_bound(step.bound)
+        try:
+            with key_scope(step.key):
+                return step.handler(step.request)
+        finally:
+            reset_bound(token)
     if isinstance(step, Resolve):
         try:
             found = step.resolver(step.action)
@@ -142,9 +149,13 @@ async def _do_async(step: Step) -> Any:
     if isinstance(step, Io):
         return await asyncio.to_thread(step.fn, *step.args, **step.kwargs)
     if isinstance(step, Execute):
-        with key_scope(step.key):
-            out = step.handler(step.request)
-            return await out if inspect.isawaitable(out) else out
+        token = set_bound(step.bound)
+        try:
+            with key_scope(step.key):
+                out = step.handler(step.request)
+                return await out if inspect.isawaitable(out) else out
+        finally:
+            reset_bound(token)
     if isinstance(step, Resolve):
         call = type(step.resolver).__call__ if not inspect.isroutine(step.resolver) else None
         try:

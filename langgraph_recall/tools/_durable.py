@@ -39,6 +39,7 @@ from ..store import Action, Claim, RecallStore
 from ..store._actions import Intent
 from . import _barrier, _steps
 from ._approval import Verdict, approval_step
+from ._bound import BoundCall
 from ._canonical import (
     action_key,
     args_digest,
@@ -65,7 +66,7 @@ from ._outcome import (
     with_edit_notice,
     with_stable_id,
 )
-from ._toolset import ToolSet
+from ._toolset import ToolSet, check_resolver
 
 log = logging.getLogger("langgraph_recall")
 
@@ -121,12 +122,7 @@ class DurableTools(ToolSet):
         durable_timeout: float = DEFAULT_DURABLE_TIMEOUT,
         fill_key_params: bool = True,
     ) -> None:
-        if resolver is not None and not callable(resolver):
-            raise RecallError(
-                "resolver= is a function of an open Action returning ActionEnd(...) or None; got "
-                f"{type(resolver).__name__}",
-                code="invalid_value",
-            )
+        check_resolver(resolver)
         super().__init__(tools, classes=classes, approve=approve, undo=undo)
         self.fill_key_params = fill_key_params
         self.resolver = resolver
@@ -224,8 +220,8 @@ class DurableTools(ToolSet):
 
     def _canonical(
         self, action_id: str, name: str, tool: Any, given: Any
-    ) -> tuple[dict[str, Any], str]:
-        """The call's canonical arguments and their digest.
+    ) -> tuple[dict[str, Any], str, str | None]:
+        """The call's canonical arguments, their digest, and the given arguments' text.
 
         ``plan`` computed them moments ago for the same call, from the same message object
         (its checkpoint's), and they are reused when nothing could make them differ: the
@@ -234,16 +230,12 @@ class DurableTools(ToolSet):
         a new object; a wrapper that changed the arguments) computes them again.
         """
         canon = self._canon.pop(action_id, None)
-        if (
-            canon is not None
-            and canon.tool is tool
-            and canon.given is given
-            and given_text(given) == canon.text
-        ):
-            return canon.args, canon.digest
+        text = given_text(given)
+        if canon is not None and canon.tool is tool and canon.given is given and text == canon.text:
+            return canon.args, canon.digest, text
         schema, injected = self._schema(tool)
         args = canonical_args(schema, given or {}, injected)
-        return args, args_digest(name, args)
+        return args, args_digest(name, args), text
 
     def expect(self, tools: Mapping[str, Any]) -> None:
         """The tool objects a node will run, by name (``DurableToolNode`` knows them when
@@ -275,8 +267,10 @@ class DurableTools(ToolSet):
         if self.fill_key_params and isinstance(tool, BaseTool) and not isinstance(tool, KeyedTool):
             found = self._keyed_tools.get(id(tool))
             if found is None or found[0] is not tool:
+                # Every tool, with key parameters or not: KeyedTool also checks that the call
+                # runs as recorded, at the last point a middleware's change could reach it.
                 _, params = self._schema(tool)
-                found = (tool, KeyedTool.wrap(tool, tuple(sorted(params))) if params else tool)
+                found = (tool, KeyedTool.wrap(tool, tuple(sorted(params))))
                 self._keyed_tools[id(tool)] = found
             keyed = found[1]
             if keyed is not tool:
@@ -302,7 +296,7 @@ class DurableTools(ToolSet):
 
         store = store_of(config, runtime)
         self.register_undo(store)
-        args, digest = self._canonical(action_id, name, tool, call.get("args"))
+        args, digest, given = self._canonical(action_id, name, tool, call.get("args"))
 
         target = _barrier.target_of(config, runtime, name)  # raises under durability="exit"
         if target is not None:
@@ -423,6 +417,7 @@ class DurableTools(ToolSet):
                         agent_id,
                         flush_later,
                         ride,
+                        given,
                     )
                 )
             # In doubt: an earlier attempt started and never reported back.
@@ -431,7 +426,16 @@ class DurableTools(ToolSet):
                 # Safe to repeat: run it again, same attempt, same key.
                 return (
                     yield from self._run(
-                        store, request, handler, action, args, verdict, agent_id, flush_later, ride
+                        store,
+                        request,
+                        handler,
+                        action,
+                        args,
+                        verdict,
+                        agent_id,
+                        flush_later,
+                        ride,
+                        given,
                     )
                 )
             if klass != "external" or self.resolver is None:
@@ -481,12 +485,23 @@ class DurableTools(ToolSet):
         agent_id: str,
         flush_later: bool = False,
         ride: str | None = None,
+        given: str | None = None,
     ) -> Logic[Output]:
         call = request.tool_call
         edited = verdict is not None and verdict.edited
         req = self._keyed(request, action.action_id, args if edited else None)
+        # What reaches the tool is checked against this where the tool is invoked (``_bound``).
+        schema, injected = self._schema(request.tool)
+        bound = BoundCall(
+            call["name"],
+            action.args_digest,
+            None if edited else given,
+            schema,
+            injected,
+            gated=verdict is not None,
+        )
         try:
-            out = yield Execute(handler, req, action.action_id)
+            out = yield Execute(handler, req, action.action_id, bound)
         except GraphBubbleUp:
             # interrupt() inside the tool: LangGraph re-runs the tool on resume. End this
             # attempt so the re-run is a new attempt of the same action, under the same key.
@@ -500,6 +515,8 @@ class DurableTools(ToolSet):
             log.info("%s reported its outcome unknown: %s", call["name"], exc)
             return in_doubt_message(action, call)
         except Exception as exc:
+            if bound.refused is not None:
+                return (yield from _refused_inside(store, action, call, bound.refused))
             try:
                 yield Io(
                     store.end,
@@ -509,6 +526,8 @@ class DurableTools(ToolSet):
             except Exception as db_exc:  # keep the tool's own error; the intent stays open
                 log.warning("could not record the failure of %s: %s", call["name"], db_exc)
             raise
+        if bound.refused is not None:  # a wrapper in between made an answer of the refusal
+            return (yield from _refused_inside(store, action, call, bound.refused))
         fault_point("tool_ran")  # the tool answered, its end not recorded
         if edited:
             out = with_edit_notice(out, call["name"], args)
@@ -550,6 +569,15 @@ class DurableTools(ToolSet):
             yield Io(_steps.record_resolution, (store, action, end))
             report.closed.append((yield Io(store.action, (action.action_id,))))
         return report
+
+
+def _refused_inside(
+    store: RecallStore, action: Action, call: dict[str, Any], refusal: RecallError
+) -> Logic[Output]:
+    """The tool was refused where it is invoked (``_bound``): it never ran, so the attempt is
+    closed as not done, and the model is told why."""
+    yield Io(close_not_started, (store, [(action.action_id, action.attempt)]))
+    return refused_message(call, action.action_id, refusal.code, str(refusal))
 
 
 def _warn_other_args(action: Action, args: dict[str, Any]) -> None:

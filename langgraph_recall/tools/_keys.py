@@ -21,6 +21,8 @@ from typing import Any, get_args, get_origin, get_type_hints
 from langchain_core.tools import BaseTool, InjectedToolArg
 from langchain_core.tools.base import _DirectlyInjectedToolArg
 
+from ._bound import current_bound
+
 CONFIG_KEY = "recall_idempotency_key"
 CONFIG_ACTION = "recall_action_id"
 KEY_PARAM = "idempotency_key"
@@ -91,10 +93,13 @@ def key_parameters(tool: BaseTool) -> tuple[str, ...]:
 
 
 class KeyedTool(BaseTool):
-    """``tool`` with its idempotency-key parameters filled in at invocation.
+    """``tool`` with its idempotency-key parameters filled in at invocation, and checked to run
+    as its durable call recorded it.
 
     For tool nodes we do not build (``create_agent``'s): ToolNode strips every injected
-    parameter the model sent, then invokes this, which adds the key of the call running now
+    parameter the model sent, then invokes this, which refuses arguments other than the ones
+    the call's intent (and approval) recorded (``_bound``: a middleware listed after
+    RecallMiddleware may have changed them), adds the key of the call running now
     (``current_idempotency_key()``, set by the durable wrapper around the call) and calls
     ``tool``. Built once per tool.
     """
@@ -116,6 +121,12 @@ class KeyedTool(BaseTool):
         )
 
     def _filled(self, tool_input: Any) -> Any:
+        bound = current_bound()
+        if bound is not None and isinstance(tool_input, dict):
+            args = tool_input.get("args") if tool_input.get("type") == "tool_call" else tool_input
+            bound.check(self.name, args, model_fields_only=True)
+        if not self.params:
+            return tool_input
         key = current_idempotency_key()
         if key is None:
             return tool_input  # outside a durable call: the tool's own validation complains

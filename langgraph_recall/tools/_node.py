@@ -26,6 +26,7 @@ from langgraph.runtime import Runtime
 from .._context import configurable
 from .._errors import RecallError
 from ..store import RecallStore
+from ._bound import current_bound
 from ._durable import DEFAULT_DURABLE_TIMEOUT, DurableTools, Resolver
 from ._keys import CONFIG_KEY, IdempotencyKey, current_idempotency_key, key_parameters, key_scope
 from ._order import Asking, Deferred, open_turns, scratchpad_of, turns_for
@@ -241,6 +242,10 @@ class DurableToolNode(LoneCallInline):
     def _inject_tool_args(
         self, tool_call: ToolCall, tool_runtime: ToolRuntime, tool: BaseTool | None = None
     ) -> ToolCall:
+        # The last point before the tool runs, after every wrapper: it must run as recorded.
+        bound = current_bound()
+        if bound is not None:
+            bound.check(tool_call["name"], tool_call.get("args"))
         # ToolNode strips every InjectedToolArg the model sent (so a forged key is dropped),
         # then fills the ones it knows; the idempotency key is ours to fill.
         injected = super()._inject_tool_args(tool_call, tool_runtime, tool)

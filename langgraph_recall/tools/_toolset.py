@@ -28,14 +28,16 @@ class ToolSet:
         approve: Iterable[str] = (),
         undo: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
-        _check_options(classes, undo)
-        self._given_classes = dict(classes or {})
-        self._given_approve = tuple([approve] if isinstance(approve, str) else approve)
+        self._given_classes, self._given_approve, given_undo = normalize_options(
+            classes, approve, undo
+        )
         self._classes: dict[str, ToolClass] = {}
         self._gated: frozenset[str] = frozenset()
         self._tools: dict[str, Any] = {}
         self._offered: set[str] = set()  # every tool a model request offered (check_offered)
-        self.undo: dict[str, Callable[..., Any]] = dict(undo or {})
+        # Names whose tool objects were read for a class and an approval of their own.
+        self._declared: set[str] = set()
+        self.undo: dict[str, Callable[..., Any]] = given_undo
         if tools:
             self.check_tools(tools)
         else:
@@ -134,14 +136,17 @@ class ToolSet:
         store._undo_registry.update(self.undo)
 
     def _class_of(self, name: str, tool: Any) -> ToolClass:
-        klass = self._classes.get(name)
-        if klass is None and tool is not None:
+        if tool is not None and name not in self._declared:
+            # What the tool says of itself, read once per name: its class when classes= gave
+            # none, and its approval whatever gave the class (with classes={"pay": ...} a
+            # middleware once ignored @recall_class(..., approve=True), and pay ran unasked).
             found = declared_class(tool)
-            if found in ("pure", "idempotent", "external"):
-                klass = found  # type: ignore[assignment]
-                self._classes[name] = klass  # type: ignore[assignment]
-                if declared_approval(tool):
-                    self._gated = self._gated | {name}
+            if name not in self._classes and found in ("pure", "idempotent", "external"):
+                self._classes[name] = found  # type: ignore[assignment]
+            if name in self._classes and declared_approval(tool):
+                self._gated = self._gated | {name}
+            self._declared.add(name)
+        klass = self._classes.get(name)
         if klass is None:
             raise UnclassifiedTool(
                 f"tool {name!r} has no class, so it was not run; give it one "
@@ -151,13 +156,28 @@ class ToolSet:
         return klass
 
 
-def _check_options(classes: Any, undo: Any) -> None:
-    """The node's options are of the right kinds (each read later, where a wrong one would fail
-    far from the call that gave it)."""
+def normalize_options(
+    classes: Any, approve: Any, undo: Any
+) -> tuple[dict[str, str], tuple[str, ...], dict[str, Callable[..., Any]]]:
+    """``classes``, ``approve`` and ``undo`` checked and as a dict, a tuple and a dict: each is
+    read later, where a wrong kind failed far from the call that gave it (or, for ``approve``,
+    gated nothing without a word)."""
     if classes is not None and not isinstance(classes, Mapping):
         raise RecallError(
             'classes= maps tool names to "pure", "idempotent" or "external", e.g. '
             f'{{"send_email": "external"}}; got {type(classes).__name__}',
+            code="invalid_value",
+        )
+    if approve is None:
+        approve = ()
+    elif isinstance(approve, str):  # one tool's name: tuple() of it gave ("p", "a", "y")
+        approve = (approve,)
+    elif isinstance(approve, Iterable):
+        approve = tuple(approve)
+    else:
+        raise RecallError(
+            f'approve= names the tools that need a person\'s approval, e.g. ("pay",); got '
+            f"{type(approve).__name__}",
             code="invalid_value",
         )
     if undo is not None and not isinstance(undo, Mapping):
@@ -165,12 +185,29 @@ def _check_options(classes: Any, undo: Any) -> None:
             f"undo= maps tool names to undo functions; got {type(undo).__name__}",
             code="invalid_value",
         )
+    for option, names in (("classes", classes or {}), ("approve", approve), ("undo", undo or {})):
+        for name in names:
+            if not isinstance(name, str):
+                raise RecallError(
+                    f"{option}= names tools by their names (str); got {name!r}",
+                    code="invalid_value",
+                )
     for name, fn in (undo or {}).items():
         if not callable(fn):
             raise RecallError(
                 f"undo={{{name!r}: ...}} must be a function, got {type(fn).__name__}",
                 code="invalid_value",
             )
+    return dict(classes or {}), approve, dict(undo or {})
+
+
+def check_resolver(resolver: Any) -> None:
+    if resolver is not None and not callable(resolver):
+        raise RecallError(
+            "resolver= is a function of an open Action returning ActionEnd(...) or None; got "
+            f"{type(resolver).__name__}",
+            code="invalid_value",
+        )
 
 
 def _tool_name(tool: Any) -> str:
