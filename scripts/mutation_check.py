@@ -1227,7 +1227,7 @@ MUTATIONS = [
         "edit_checked",
         "an edit the tool would refuse is asked again, not recorded as the approval",
         "langgraph_recall/tools/_approval.py",
-        "        problem = _problem(answer, name, schema, injected) if needs_answer else None\n",
+        "        problem = _problem(answer, name, action_id, schema, injected)\n",
         "        problem = None\n",
         ("tests/test_tools_approval.py::-k::asked_again",),
     ),
@@ -1282,10 +1282,13 @@ MUTATIONS = [
         "approval_places_kept",
         "a decided approval repeating takes as many answers as its asking took",
         "langgraph_recall/tools/_approval.py",
-        "            if _problem(again, name, schema, injected) is None:\n                break\n"
+        "            if _problem(again, name, action_id, schema, injected) is None:\n                break\n"
         "            continue\n",
         "            break\n",
-        ("tests/test_tools_parallel.py::-k::sent_back",),
+        (
+            "tests/test_tools_parallel.py::-k::sent_back",
+            "tests/test_tools_approval.py::-k::after_the_approval_was_asked_again and sqlite",
+        ),
     ),
     Mutation(
         "nothing_past_answers",
@@ -1626,6 +1629,24 @@ MUTATIONS = [
         "            if not isinstance(name, str):\n",
         "            if False:\n",
         ("tests/test_middleware.py::-k::options_of_the_wrong_kind",),
+    ),
+    Mutation(
+        "decided_leaves_the_tools_answer",
+        "a decided approval alone in its task leaves a resume that is not an approval's alone",
+        "langgraph_recall/tools/_approval.py",
+        "                if task_pad is None or not _is_approval_answer(\n"
+        "                    task_pad.get_null_resume(False), action_id\n"
+        "                ):\n",
+        "                if task_pad is None:\n",
+        ("tests/test_tools_approval.py::-k::answer_after_update_state and sqlite",),
+    ),
+    Mutation(
+        "misaddressed_answer_asked_again",
+        "an answer naming another action is asked again, the request not left pending for good",
+        "langgraph_recall/tools/_approval.py",
+        "    if answer.action_id is not None and answer.action_id != action_id:\n",
+        "    if False:\n",
+        ("tests/test_tools_approval.py::-k::for_another_action and sqlite",),
     ),
     Mutation(
         "same_holder_live_new_epoch",

@@ -136,10 +136,25 @@ def test_edit_cannot_switch_the_tool(store, saver, tmp_path) -> None:
         ]
     }
     out = graph.invoke(Command(resume=edit), config)
-    assert (
-        _paid(effects) == []
-        and _last_tool_message(out).artifact["recall"]["code"] == "approval_mismatch"
-    )
+    # Asked again, saying why: refused, the call was closed while its request stayed pending
+    # for good (listed as waiting for a person, with no question left to answer it).
+    [again] = out["__interrupt__"]
+    assert "names tool 'refund'" in again.value["problem"]
+    assert _paid(effects) == [] and store.actions("switch") == []
+    graph.invoke(Command(resume={"type": "approve"}), config)
+    assert _paid(effects) == [(10, "alice")] and store.pending_approvals("switch") == []
+
+
+def test_an_answer_for_another_action_is_asked_again(store, saver, tmp_path) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, first = _start(graph, "elsewhere")
+    out = graph.invoke(Command(resume={"type": "approve", "action_id": "a-stale-one"}), config)
+    [again] = out["__interrupt__"]
+    assert "given for action a-stale-one" in again.value["problem"]
+    assert [a.action_id for a in store.pending_approvals("elsewhere")] == [first.value["action_id"]]
+    graph.invoke(Command(resume={"type": "approve", "action_id": first.value["action_id"]}), config)
+    assert _paid(effects) == [(10, "alice")] and store.pending_approvals("elsewhere") == []
 
 
 def test_approval_for_another_digest_is_refused(store, saver, tmp_path) -> None:
@@ -334,3 +349,79 @@ def test_an_unusable_answer_raises_even_when_tool_errors_are_handled(
     [pending] = graph.get_state(config).interrupts
     assert pending.value["type"] == "approval_request"
     assert _paid(effects) == []
+
+
+# --- a gated tool that asks a question of its own -----------------------------------------------
+
+MODES = [pytest.param(False, id="sync"), pytest.param(True, id="async")]
+
+
+def _asking_pay_graph(store: Any, effects: str, layout: str = "node") -> Any:
+    """pay(amount, to), gated, asks "which account?" with interrupt() once approved."""
+    from fix_tools import build_graph, record_effect
+    from langchain_core.tools import tool
+    from langgraph.types import interrupt
+
+    from langgraph_recall.testing import call, reply
+    from langgraph_recall.tools import DurableToolNode
+
+    @tool
+    def pay(amount: int, to: str) -> str:
+        """Pay someone."""
+        account = interrupt({"question": "which account?"})
+        record_effect(effects, what="pay", amount=amount, to=to, account=account)
+        return f"paid {amount} to {to} from {account}"
+
+    node = DurableToolNode([pay], classes={"pay": "external"}, approve=("pay",))
+    script = [reply("", call("pay", amount=10, to="alice")), reply("done")]
+    return build_graph(node, script, store=store, checkpointer=store.checkpointer(), layout=layout)
+
+
+def _go(graph: Any, value: Any, config: dict[str, Any], use_async: bool) -> dict[str, Any]:
+    import asyncio
+
+    if use_async:
+        return asyncio.run(graph.ainvoke(value, config))
+    return graph.invoke(value, config)  # type: ignore[no-any-return]
+
+
+def _accounts(effects: str) -> list[Any]:
+    return [e["account"] for e in read_effects(effects)]
+
+
+@pytest.mark.parametrize("use_async", MODES)
+@pytest.mark.parametrize("layout", ["node", "send"])
+def test_the_tools_own_question_gets_its_answer_after_the_approval_was_asked_again(
+    store, tmp_path, use_async, layout
+) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = _asking_pay_graph(store, effects, layout)
+    config = {"configurable": {"thread_id": f"again-{layout}"}}
+    _go(graph, {"messages": [HumanMessage("pay")]}, config, use_async)
+    out = _go(graph, Command(resume={"decisions": []}), config, use_async)  # asked again
+    assert "expected one decision" in out["__interrupt__"][0].value["problem"]
+    out = _go(graph, Command(resume={"type": "approve"}), config, use_async)
+    assert out["__interrupt__"][0].value == {"question": "which account?"}
+    _go(graph, Command(resume="savings"), config, use_async)
+    # The decided approval took back only the first of its two answers: the tool's question
+    # got {"type": "approve"} and the payment was made with it.
+    assert _accounts(effects) == ["savings"]
+
+
+@pytest.mark.parametrize("use_async", MODES)
+def test_the_tools_own_question_gets_its_answer_after_update_state(
+    store, tmp_path, use_async
+) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = _asking_pay_graph(store, effects, "send")
+    config = {"configurable": {"thread_id": "updated"}}
+    _go(graph, {"messages": [HumanMessage("pay")]}, config, use_async)
+    out = _go(graph, Command(resume={"type": "approve"}), config, use_async)
+    assert out["__interrupt__"][0].value == {"question": "which account?"}
+    ai = [m for m in graph.get_state(config).values["messages"] if isinstance(m, AIMessage)][-1]
+    graph.update_state(config, {"messages": [ai]}, as_node="agent")  # starts the task afresh
+    out = _go(graph, None, config, use_async)
+    assert out["__interrupt__"][0].value == {"question": "which account?"}
+    # The decided approval took "savings" as an answer to itself and failed the run, every time.
+    _go(graph, Command(resume="savings"), config, use_async)
+    assert _accounts(effects) == ["savings"]

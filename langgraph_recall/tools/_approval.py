@@ -36,7 +36,7 @@ try:  # pragma: no cover - the mark's name differs across langgraph versions
 except ImportError:  # pragma: no cover
     _INVALID_RESUME = "_langgraph_invalid_resume"
 from langgraph.types import interrupt
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from typing_extensions import NotRequired, Required, TypedDict
 
 from .._errors import RecallError
@@ -45,8 +45,7 @@ from ..checkpoint._faults import fault_point
 from ..store import Approval, RecallStore
 from ._canonical import args_digest, canonical_args, edit_problem
 from ._drive import Io, Step, WaitTurn
-from ._order import asking_of, turns_for
-from ._outcome import refused_message
+from ._order import asking_of, scratchpad_of, turns_for
 
 
 class _Approve(TypedDict, total=False):
@@ -178,24 +177,42 @@ def approval_step(
     if turns is not None:
         yield WaitTurn(turns, call["id"])
     order = asking_of(config)
+    # Unordered (one call per task: create_agent, Send, a lone call), the approval is its
+    # task's first question: its answers are the task's first ``taken``.
+    pad = scratchpad_of(config) if order is None else None
+    taken = 0
     asking: ApprovalRequest = request
     answer: Answer | None = None
     # The turn passes when the call is through (DurableToolNode._run_one), not here: a tool
     # asking its own questions after its approval asks them before the calls after it.
     while True:
         resumed = False  # the answer taken is the run's resume, not one the task holds
-        if order is not None and not needs_answer:
-            if not order.turns.answer_waiting(order.pad):
-                # Decided, and no answer here (a run after update_state or a fork): asking would
-                # move the task's counter past the answers it holds.
-                break
-            resumed = not order.turns.holds(order.pad)
+        if not needs_answer:
+            task_pad = order.pad if order is not None else pad
+            held = (
+                order.turns.holds(order.pad)
+                if order is not None
+                else pad is not None and taken < len(pad.resume)
+            )
+            if not held:
+                # Decided, and the task holds no more answers. The run's resume is this call's
+                # own only if it answers an approval (the process died after recording the
+                # decision, before saving the task's answers); anything else is for a later
+                # question (the tool's own, after update_state or a fork, which start the task
+                # afresh): taking it failed the run for good (a lone call validated it as an
+                # approval's answer), or had that question asked again.
+                if task_pad is None or not _is_approval_answer(
+                    task_pad.get_null_resume(False), action_id
+                ):
+                    break
+                resumed = True
         try:
             # A decided call repeating takes its answers as they are: one that is not an
             # approval's (given to a later question) must not fail the run.
-            schema_of = cast(type, ApprovalAnswer) if needs_answer or order is None else None
+            schema_of = cast(type, ApprovalAnswer) if needs_answer else None
             raw = interrupt(asking, response_schema=schema_of)
         except GraphInterrupt:
+            taken += 1
             if order is not None:
                 order.turns.took()
             if needs_answer:
@@ -203,12 +220,14 @@ def approval_step(
             # Decided already (ran, or a decision came from another channel): no question.
             break
         except ValidationError as exc:
+            taken += 1
             if order is not None:
                 order.turns.took()
             # LangGraph checked the resume against the schema: say what it may be instead
             # of pydantic's list of every union member that did not match. Nothing is
             # recorded, and the question stays open for a resume that fits.
             raise _unusable(name, action_id, f"{exc.error_count()} validation errors") from None
+        taken += 1
         if order is not None:
             order.turns.took()
         if resumed:
@@ -217,19 +236,20 @@ def approval_step(
             # was given to a later question, which is asked again. Either way it decides
             # nothing here.
             break
-        if order is not None and not needs_answer:
+        if not needs_answer:
             # Decided: its answers are taken again only to keep the places its asking took
-            # (each answer sent back with a problem took one), and decide nothing: one left
+            # (each answer sent back with a problem took one: taking only the first handed
+            # the tool's own question the approval's answer), and decide nothing: one left
             # by a later question's resume (after update_state or a fork) may be anything.
             try:
                 again = parse_answer(raw)
             except Exception:
                 break
-            if _problem(again, name, schema, injected) is None:
+            if _problem(again, name, action_id, schema, injected) is None:
                 break
             continue
         answer = parse_answer(raw)
-        problem = _problem(answer, name, schema, injected) if needs_answer else None
+        problem = _problem(answer, name, action_id, schema, injected)
         if problem is None:
             break
         # An edit the tool would refuse (or silently drop keys of), or a decisions list
@@ -239,14 +259,6 @@ def approval_step(
         asking = {**request, "problem": problem}
 
     if answer is not None:
-        if answer.action_id is not None and answer.action_id != action_id:
-            return refused_message(
-                call,
-                action_id,
-                "approval_mismatch",
-                f"the decision was given for action {answer.action_id}, not this one "
-                f"({action_id}). Ask for a new decision.",
-            )
         if answer.kind == "reject":
             if latest.decision != "reject":
                 latest = yield Io(
@@ -261,14 +273,6 @@ def approval_step(
                 {"args_digest": answer.digest or latest.args_digest},
             )
         elif needs_answer and answer.kind == "edit":
-            if answer.tool is not None and answer.tool != name:
-                return refused_message(
-                    call,
-                    action_id,
-                    "approval_mismatch",
-                    f"the edit names tool {answer.tool!r}; an edit may change the arguments of "
-                    f"{name}, not the tool. Ask for a new decision.",
-                )
             edited = canonical_args(schema, answer.args or {}, injected)
             latest = yield Io(
                 store.record_decision,
@@ -289,14 +293,41 @@ def approval_step(
     return Verdict(args, digest, False, latest)
 
 
-def _problem(answer: Answer, name: str, schema: Any, injected: frozenset[str]) -> str | None:
-    """Why ``answer`` cannot be taken as the person's decision (None: it can)."""
+def _problem(
+    answer: Answer, name: str, action_id: str, schema: Any, injected: frozenset[str]
+) -> str | None:
+    """Why ``answer`` cannot be taken as the person's decision (None: it can).
+
+    A mis-addressed answer is asked again, not refused: refused, the call was closed while its
+    request stayed pending for good, listed as waiting for a person with no question left
+    open to answer it."""
     if answer.kind == "unclear":
         return f"{answer.message}: answer this call's request with one decision"
-    if answer.kind != "edit" or (answer.tool is not None and answer.tool != name):
-        return None  # not an edit, or one naming another tool (refused below)
+    if answer.action_id is not None and answer.action_id != action_id:
+        return (
+            f"the decision was given for action {answer.action_id}, not this one ({action_id}) "
+            "(an earlier answer sent again?): answer this request"
+        )
+    if answer.kind != "edit":
+        return None
+    if answer.tool is not None and answer.tool != name:
+        return f"the edit names tool {answer.tool!r}; an edit may change the arguments of {name}, not the tool"
     problem = edit_problem(schema, answer.args, injected)
     return None if problem is None else f"the edited arguments do not fit: {problem}"
+
+
+_ANSWER: TypeAdapter[Any] = TypeAdapter(ApprovalAnswer)
+
+
+def _is_approval_answer(value: Any, action_id: str) -> bool:
+    """Whether ``value`` (a run's resume) answers this approval request."""
+    if value is None:
+        return False
+    try:
+        answer = parse_answer(_ANSWER.validate_python(value))
+    except Exception:
+        return False
+    return answer.action_id is None or answer.action_id == action_id
 
 
 def _unusable(name: str, action_id: str, why: str) -> RecallError:
