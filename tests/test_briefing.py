@@ -24,7 +24,7 @@ from langgraph_recall._briefing import (
 )
 from langgraph_recall._errors import RecallError
 from langgraph_recall._render import call_text
-from langgraph_recall.store import RecallStore, _records
+from langgraph_recall.store import RecallStore, _transcript
 
 
 def _call(name: str, cid: str, **args: object) -> dict[str, object]:
@@ -354,7 +354,7 @@ def test_it_reads_only_what_fits_whatever_the_history_length(
     store: RecallStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     decoded: list[int] = []
-    real = _records.loads_fields
+    real = _transcript.loads_fields
 
     def counting(*args: object, **kwargs: object) -> object:
         decoded.append(1)
@@ -362,7 +362,7 @@ def test_it_reads_only_what_fits_whatever_the_history_length(
 
     store.record("short", [m for i in range(50) for m in _exchange(i)])
     store.record("long", [m for i in range(2500) for m in _exchange(i)])
-    monkeypatch.setattr(_records, "loads_fields", counting)
+    monkeypatch.setattr(_transcript, "loads_fields", counting)
     store.briefing("short", token_budget=1000)
     short = len(decoded)
     decoded.clear()
