@@ -1672,6 +1672,17 @@ MUTATIONS = [
         "                    self._cond.wait(left)\n",
         ("tests/test_checkpoint_durable.py::-k::without_a_limit",),
     ),
+    Mutation(
+        "resolve_while_running",
+        "a person cannot settle a call whose run still holds the agent's lease (it may be running)",
+        "langgraph_recall/store/_actions.py",
+        "    _refuse_while_running(tx, action)\n",
+        "",
+        (
+            "tests/test_store_records.py::-k::resolve_refuses_while_the_agents_lease_is_live",
+            "tests/test_cli.py::-k::resolve_refuses_a_call_whose_run_still_holds_the_lease",
+        ),
+    ),
 ]
 
 

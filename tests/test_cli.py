@@ -383,6 +383,18 @@ def test_resolve_not_done_lets_the_call_run_again(
     assert again.status == "claimed" and again.action.attempt == 2
 
 
+def test_resolve_refuses_a_call_whose_run_still_holds_the_lease(
+    filled: dict[str, str], store: RecallStore
+) -> None:
+    """The charge is open, but a live run holds the agent: it may be executing the call now.
+    A person's --not-done then let the resume charge a second time."""
+    store.acquire_lease("billing", "worker-7", 300.0)
+    for flag in ("--not-done", "--done"):
+        result = run_cli("--db", filled["db"], "resolve", filled["charge"], flag)
+        assert_process_error(result, "may still be running", "worker-7", "lease to expire")
+    assert store.action(filled["charge"]).status == "open"
+
+
 def test_undo_reports_done_actions_it_has_no_undo_for(
     capsys: pytest.CaptureFixture[str], store: RecallStore, store_target: str
 ) -> None:

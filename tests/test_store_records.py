@@ -637,6 +637,26 @@ def test_resolve_refuses_what_it_cannot_settle(api: Api) -> None:
     assert _code(err) == "unknown_action" and "ambiguous" in str(err.value)
 
 
+@pytest.mark.parametrize("outcome", ["not_done", "done"])
+def test_resolve_refuses_while_the_agents_lease_is_live(
+    api: Api, store: RecallStore, outcome: str
+) -> None:
+    """A call whose run still holds the agent's lease may be running right now: settling it
+    by hand would drop its own end and (``not_done``) let a resume run it a second time."""
+    lease = api.acquire_lease("ag", "worker-1", 300.0)
+    running = _claim(api, action_id="act-pay", epoch=lease.epoch)
+    with pytest.raises(LeaseHeld) as err:
+        api.resolve("act-pay", outcome)
+    assert _code(err) == "lease_held" and err.value.details["holder"] == "worker-1"
+    assert "may still be running" in str(err.value) and "worker-1" in str(err.value)
+    assert api.end("act-pay", running.action.attempt, "done", result="paid") is True
+    assert _claim(api, action_id="act-pay").status == "done", "the call never runs twice"
+    # Once the run is over (its lease released, or expired) the action is in doubt: settle it.
+    _claim(api, action_id="act-mail", epoch=lease.epoch)
+    assert api.release_lease("ag", "worker-1", lease.epoch) is True
+    assert api.resolve("act-mail", outcome).status == outcome
+
+
 def test_agents_summarise_records(api: Api) -> None:
     api.record("b-agent", [HumanMessage("x", id="1"), HumanMessage("y", id="2")])
     _claim(api)

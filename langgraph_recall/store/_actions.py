@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import ApprovalDenied, ApprovalMismatch, ApprovalRequired, RecallError
+from .._errors import ApprovalDenied, ApprovalMismatch, ApprovalRequired, LeaseHeld, RecallError
 from ._codec import dumps_typed, loads_record, loads_typed
 from ._db import Tx
 from ._models import Action, Approval, Claim
@@ -426,10 +426,39 @@ def resolve(tx: Tx, action_id: str, outcome: str, note: str | None, by: str) -> 
         )
     if outcome not in ("done", "not_done"):
         raise RecallError("resolve with outcome 'done' or 'not_done'", code="invalid_value")
+    _refuse_while_running(tx, action)
     end(tx, action.action_id, action.attempt, outcome, note=note, resolved_by=by)
     found = latest_action(tx, action.action_id)
     assert found is not None
     return found
+
+
+def _refuse_while_running(tx: Tx, action: Action) -> None:
+    """Refuse to settle an open action while its agent's lease is live.
+
+    An open action is in doubt only once the run that claimed it is gone. While a process still
+    holds the agent's lease, the call may be executing right now: a person's "not_done" would
+    discard its own end when it returns and let the next resume run the call a second time; a
+    "done" would record as done a call that may yet fail (and drop its real result). Read in the
+    resolve's own write transaction, by the database's clock, as the lease itself is.
+    """
+    row = tx.one(
+        "SELECT holder, epoch, expires_at, expires_at - {now} FROM recall_leases "
+        "WHERE agent_id = ? AND expires_at > {now}",
+        (action.agent_id,),
+    )
+    if row is None:
+        return
+    raise LeaseHeld(
+        f"action {action.action_id} ({action.tool}) is open but agent {action.agent_id!r} is "
+        f"still being run by {row[0]} (lease epoch {row[1]}, expires in {float(row[3]):.1f}s): "
+        "the call may still be running, so nothing was recorded. Wait for that run to end or "
+        "its lease to expire, then resolve the action if it is still open.",
+        agent_id=action.agent_id,
+        holder=row[0],
+        epoch=int(row[1]),
+        expires_at=float(row[2]),
+    )
 
 
 # --- approvals -------------------------------------------------------------------------------

@@ -162,7 +162,11 @@ class ActionsAPI(StoreBase):
         """A person settles an open action: ``"done"`` (it happened) or ``"not_done"``.
 
         A ``not_done`` action may run again on the next resume, under the same idempotency key.
-        Raises ``not_open`` if it already ended, ``unknown_action`` if there is no such action.
+        Only an action in doubt can be settled: while its agent's lease is live (a run holds
+        it, or a crashed run's lease has not expired yet) the call may still be running, and
+        either answer is refused with ``lease_held``; wait for the run to end or the lease to
+        expire. Raises ``not_open`` if it already ended, ``unknown_action`` if there is no such
+        action.
         """
         if isinstance(outcome, bool):
             outcome = "done" if outcome else "not_done"
