@@ -488,6 +488,50 @@ def test_a_swapped_database_is_refused(tmp_path: Any) -> None:
         RecallStore.open(path)
 
 
+def _files(folder: Any) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_an_emptied_database_is_refused_before_anything_is_written(tmp_path: Any) -> None:
+    # The schema was written into the emptied file first, then the open was refused with a
+    # message saying "Nothing was written".
+    path = str(tmp_path / "recall.db")
+    _make_store_with_records(path)
+    _remove_db(path)
+    open(path, "wb").close()
+    before = _files(tmp_path)
+    _assert_records_missing(path)
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_a_database_replaced_by_another_file_is_refused_untouched(
+    tmp_path: Any, journal: str
+) -> None:
+    """A restore that put another application's SQLite file in its place."""
+    path = str(tmp_path / "recall.db")
+    _make_store_with_records(path)
+    _remove_db(path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"PRAGMA journal_mode={journal}")
+        conn.execute("CREATE TABLE invoices (id INTEGER)")
+        conn.commit()
+    before = _files(tmp_path)
+    with pytest.raises(RecordsMissing, match="holds no langgraph-recall records"):
+        RecallStore.open(path)
+    assert _files(tmp_path) == before, "no schema, no log, no index file"
+    # Another store's file put back instead is refused as untouched.
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    _make_store_with_records(str(other / "recall.db"))
+    _remove_db(path)
+    shutil.copy(other / "recall.db", path)
+    before = _files(tmp_path)
+    with pytest.raises(RecordsMissing, match="belongs to another store"):
+        RecallStore.open(path)
+    assert _files(tmp_path) == before
+
+
 def test_starting_fresh_on_purpose_works(tmp_path: Any) -> None:
     path = str(tmp_path / "recall.db")
     _make_store_with_records(path)

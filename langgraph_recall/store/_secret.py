@@ -16,6 +16,7 @@ from typing import Any
 
 from .._errors import RecallError, RecordsMissing
 from ._db import Database
+from ._probe import sqlite_found
 
 ENV_SECRET = "LANGGRAPH_RECALL_SECRET"
 
@@ -52,21 +53,35 @@ def sqlite_secret(db: Database, db_path: str, existed_before: bool) -> bytes:
 
 
 def refuse_if_deleted(db_path: str) -> None:
-    """Refuse, before anything creates the file, a database that is gone while its secret file
-    remains (``records_missing``): opening it would create an empty database in its place.
+    """Refuse, before anything opens the database for writing, one that was deleted, emptied
+    or replaced while its secret file remains (``records_missing``): opening it would create
+    the schema in its place (in an emptied file, or in another application's) and only then
+    notice. Both are looked at without writing: the file through a read-only connection.
 
     The secret file is checked first: a store being created by another process right now
-    creates the database file (its first connection) before it writes the secret, so a secret
-    seen here with no database file after it means the database was deleted.
+    creates the database file (its first connection) and its schema before it writes the
+    secret, so a secret seen here with no database file after it means the database was
+    deleted, and one seen with a file that has no schema means the file was emptied or
+    replaced. A schema with no store id yet is that creation under way (the id commits just
+    after the secret is linked): the check under the write lock (``sqlite_secret``) decides.
     """
     path = secret_path(db_path)
-    if os.path.exists(path) and not os.path.exists(db_path):
-        try:
-            with open(path) as f:
-                store_id = json.load(f).get("store_id")
-        except (OSError, ValueError):
-            store_id = None
+    if not os.path.exists(path):
+        return
+    try:
+        with open(path) as f:
+            store_id = json.load(f).get("store_id")
+    except (OSError, ValueError, AttributeError):
+        store_id = None
+    if not os.path.exists(db_path):
         raise _missing(db_path, path, "does not exist", store_id)
+    found = sqlite_found(db_path)
+    if found is None:
+        return  # unreadable without writing: the normal open says what is wrong with it
+    if not found.is_store:
+        raise _missing(db_path, path, "holds no langgraph-recall records", store_id)
+    if found.store_id is not None and found.store_id != store_id:
+        raise _missing(db_path, path, "belongs to another store", store_id)
 
 
 def _missing(db_path: str, path: str, what: str, store_id: Any) -> RecordsMissing:
