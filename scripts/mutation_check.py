@@ -1683,6 +1683,25 @@ MUTATIONS = [
             "tests/test_cli.py::-k::resolve_refuses_a_call_whose_run_still_holds_the_lease",
         ),
     ),
+    Mutation(
+        "cli_not_a_store",
+        "a CLI command on a database that is not a store refuses it and writes nothing",
+        "langgraph_recall/cli/_commands.py",
+        "    if not create:\n        _refuse_if_not_a_store(ctx.db)\n",
+        "",
+        ("tests/test_cli.py::-k::not_a_store_is_refused_and_left_as_it_was",),
+    ),
+    Mutation(
+        "replaced_db_untouched",
+        "a SQLite file emptied or replaced under its secret is refused before anything writes it",
+        "langgraph_recall/store/_secret.py",
+        "    found = sqlite_found(db_path)\n",
+        "    found = None\n",
+        (
+            "tests/test_store_schema.py::-k::refused_before_anything_is_written",
+            "tests/test_store_schema.py::-k::replaced_by_another_file_is_refused_untouched",
+        ),
+    ),
 ]
 
 

@@ -892,6 +892,55 @@ def test_missing_database_file_is_one_line(
     assert_one_line_error(*cli(capsys, "agents"), f"no database at {missing}")
 
 
+_LOOKS = (
+    ["agents"],
+    ["show", "x"],
+    ["actions", "x"],
+    ["verify"],
+    ["doctor"],
+    ["diff", "a", "b"],
+    ["resolve", "x", "--done"],
+    ["undo", "x"],
+)
+
+
+def _what_is_there(target: str, folder: Any) -> Any:
+    if target.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            return conn.execute(
+                "SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+            ).fetchone()
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("kind", ["an application's file", "an empty file", "postgres"])
+def test_a_database_that_is_not_a_store_is_refused_and_left_as_it_was(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any, kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Each command installed the schema (and a secret file; doctor LangGraph's tables too)
+    in whatever --db named, then reported "(none)" or "ok" with exit 0."""
+    if kind == "postgres":
+        request.node.add_marker(pytest.mark.postgres)
+        target = str(request.getfixturevalue("pg_dsn"))  # a schema of its own, empty
+        needle = "is not a langgraph-recall store"
+    else:
+        target = str(tmp_path / "app.db")
+        with open(target, "wb"):
+            pass
+        if kind == "an application's file":
+            with sqlite3.connect(target) as conn:
+                conn.execute("CREATE TABLE users (id INTEGER)")
+            conn.close()
+        needle = f"{target} is not a langgraph-recall store"
+    before = _what_is_there(target, tmp_path)
+    assert_process_error(run_cli("--db", target, "agents"), needle, "nothing was written")
+    for args in _LOOKS:
+        assert_one_line_error(*cli(capsys, "--db", target, *args), needle)
+    assert _what_is_there(target, tmp_path) == before
+
+
 def test_unreachable_postgres_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     dsn = "postgresql://x@127.0.0.1:1/x"
     assert_process_error(run_cli("--db", dsn, "agents"), "cannot reach PostgreSQL", "127.0.0.1")

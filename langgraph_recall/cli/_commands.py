@@ -14,7 +14,8 @@ import click
 
 from .._errors import RecallError
 from ..store import RecallStore
-from ..store._db import check_scheme, is_postgres_target, sqlite_path
+from ..store._db import _redact, check_scheme, is_postgres_target, sqlite_path
+from ..store._probe import found_at
 from ..store._secret import secret_path
 from ..store._store import default_target
 from ._format import ago, emit_json, jsonable, table
@@ -46,6 +47,8 @@ def open_store(ctx: Ctx, *, create: bool = False) -> Iterator[RecallStore]:
         # (records_missing), where "no database" would send the user to the demo.
         if not os.path.exists(path) and not os.path.exists(secret_path(path)):
             _fail(f"no database at {path} (run `langgraph-recall demo`, or pass --db PATH_OR_DSN)")
+    if not create:
+        _refuse_if_not_a_store(ctx.db)
     try:
         store = RecallStore.open(ctx.db)
     except RecallError as exc:
@@ -55,6 +58,33 @@ def open_store(ctx: Ctx, *, create: bool = False) -> Iterator[RecallStore]:
         yield store
     finally:
         store.close()
+
+
+def _refuse_if_not_a_store(target: str) -> None:
+    """Refuse a database that exists but is not a langgraph-recall store (an application's
+    SQLite file, an empty file, the wrong PostgreSQL database), looked at without writing:
+    opening it installed the schema (and a secret file) and a look reported "(none)" or "ok".
+    A SQLite file whose secret file remains is left to ``RecallStore.open``, which says it
+    was emptied or replaced (``records_missing``)."""
+    try:
+        found = found_at(target)
+    except RecallError as exc:
+        _fail(str(exc))
+        return
+    if found is None or found.is_store:
+        return
+    if is_postgres_target(target):
+        where = f"PostgreSQL database {_redact(target)}"
+    else:
+        path = sqlite_path(target)
+        if os.path.exists(secret_path(path)):
+            return
+        where = path
+    _fail(
+        f"{where} is not a langgraph-recall store (it has no recall_meta table); nothing was "
+        "written. Check --db (or $LANGGRAPH_RECALL_DB); a store is created by your agent's "
+        "RecallStore.open or by `langgraph-recall demo`"
+    )
 
 
 def _require_agent(store: RecallStore, agent_id: str) -> None:
