@@ -1702,6 +1702,30 @@ MUTATIONS = [
             "tests/test_store_schema.py::-k::replaced_by_another_file_is_refused_untouched",
         ),
     ),
+    Mutation(
+        "pg_search_words",
+        "PostgreSQL indexes an item's words split at punctuation, as SQLite and the query do",
+        "langgraph_recall/store/_items.py",
+        '    return _SEPARATORS.sub(" ", text)[:SEARCH_BODY_MAX]\n',
+        "    return text[:SEARCH_BODY_MAX]\n",
+        ("tests/test_store_search.py::-k::postgres and (email_url or working_state)",),
+    ),
+    Mutation(
+        "pg_search_cap",
+        "PostgreSQL indexes at most SEARCH_BODY_MAX characters, so a large put fits a tsvector",
+        "langgraph_recall/store/_items.py",
+        '    return _SEPARATORS.sub(" ", text)[:SEARCH_BODY_MAX]\n',
+        '    return _SEPARATORS.sub(" ", text)\n',
+        ("tests/test_store_search.py::-k::postgres and large_varied",),
+    ),
+    Mutation(
+        "pg_search_migration",
+        "schema v5 re-indexes PostgreSQL items written before with the same words",
+        "langgraph_recall/store/_schema.py",
+        '                f"UPDATE recall_items SET body = {_SEARCH_BODY_PG} WHERE body <> {_SEARCH_BODY_PG}"\n',
+        '                "SELECT 1"\n',
+        ("tests/test_store_search.py::-k::before_v5",),
+    ),
 ]
 
 

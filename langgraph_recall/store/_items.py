@@ -28,6 +28,7 @@ from langgraph.store.base import (
 from .._errors import RecallError
 from ._codec import dump_json, load_json
 from ._db import Tx
+from ._schema import SEARCH_BODY_MAX, SEARCH_SEPARATORS
 
 _COLS = "i.prefix, i.key, i.value, i.created_at, i.updated_at, i.ttl_minutes"
 _LIVE = "(i.expires_at IS NULL OR i.expires_at > {now})"
@@ -130,6 +131,19 @@ def body_text(value: dict[str, Any], fields: Sequence[str] | None) -> str:
     return " ".join(out)
 
 
+_SEPARATORS = re.compile(SEARCH_SEPARATORS + "+")
+
+
+def search_body(text: str, dialect: str) -> str:
+    """What the full-text index holds of ``text``. PostgreSQL: ASCII punctuation turned into
+    spaces and the first ``SEARCH_BODY_MAX`` characters (see ``_schema.SEARCH_SEPARATORS``), so
+    its words are those SQLite's FTS5 finds, and a long value still fits in a tsvector. SQLite:
+    the text itself, whole."""
+    if dialect != "postgres":
+        return text
+    return _SEPARATORS.sub(" ", text)[:SEARCH_BODY_MAX]
+
+
 def index_texts(
     value: dict[str, Any], op_index: Any, config: IndexConfig | None
 ) -> list[tuple[str, str]]:
@@ -168,7 +182,7 @@ def put(
         )
     text = dump_json(op.value, what=f"value for {op.namespace}/{op.key}")
     fields = op.index if isinstance(op.index, list) else body_fields
-    body = "" if op.index is False else body_text(op.value, fields)
+    body = "" if op.index is False else search_body(body_text(op.value, fields), tx.dialect)
     ttl = op.ttl
     tx.run(
         "INSERT INTO recall_items (prefix, key, value, body, created_at, updated_at, expires_at, "

@@ -181,9 +181,9 @@ def _put_item(
     *,
     searchable: bool = True,
 ) -> None:
-    from ._items import body_text, encode_ns
+    from ._items import body_text, encode_ns, search_body
 
-    body = body_text(value, None) if searchable else ""
+    body = search_body(body_text(value, None), tx.dialect) if searchable else ""
     tx.run(_ITEM_UPSERT, (encode_ns(namespace), key, dump_json(value), body))
 
 

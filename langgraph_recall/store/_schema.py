@@ -245,6 +245,17 @@ ACTION_END_COLUMNS = (
 ACTIONS_OPEN = Index(
     "recall_actions_open", "recall_actions", ("agent_id", "seq"), where="outcome IS NULL"
 )
+# PostgreSQL's text parser keeps an email, a URL, a host, a file path, a version or a
+# hyphenated word as one compound lexeme ("alice@example.com"), so a query for "alice" missed
+# it, where SQLite's FTS5 and the query's own words (``\w+``) split at every punctuation mark.
+# What PostgreSQL indexes is the item's text with each run of these ASCII characters (every
+# one but letters and digits) turned into one space, cut to SEARCH_BODY_MAX characters: a
+# tsvector holds at most 1 MB, and 100,000 characters make at most about 650 kB of one (6.5
+# bytes a character, for one-character words of 4-byte characters: a word entry, its bytes and
+# a position each). Python's ``re`` and PostgreSQL's regular expressions read the class alike.
+SEARCH_SEPARATORS = r"[\x01-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]"
+SEARCH_BODY_MAX = 100_000
+_SEARCH_BODY_PG = f"left(regexp_replace(body, '{SEARCH_SEPARATORS}+', ' ', 'g'), {SEARCH_BODY_MAX})"
 _END_SET = ", ".join(c for c, _ in ACTION_END_COLUMNS)
 _END_FROM = "e.outcome, e.result_type, e.result, e.error, e.note, e.resolved_by, e.created_at"
 
@@ -466,6 +477,17 @@ MIGRATIONS: list[list[Step]] = [
                 "(NEW.agent_id, NEW.created_at, NEW.created_at, 0, 0, 0); END"
             ],
             "postgres": [],
+        },
+    ],
+    # v5 (PostgreSQL only): the searched text of items written before is rewritten as new
+    # puts write it (SEARCH_SEPARATORS, SEARCH_BODY_MAX; see ``_items.search_body``), and the
+    # full-text index with it. SQLite's FTS5 splits words at the same characters already.
+    [
+        {
+            "sqlite": [],
+            "postgres": [
+                f"UPDATE recall_items SET body = {_SEARCH_BODY_PG} WHERE body <> {_SEARCH_BODY_PG}"
+            ],
         },
     ],
 ]
