@@ -1726,6 +1726,22 @@ MUTATIONS = [
         '                "SELECT 1"\n',
         ("tests/test_store_search.py::-k::before_v5",),
     ),
+    Mutation(
+        "abatch_embeds_on_loop",
+        "abatch embeds with the index's async methods, so an async-only embed works",
+        "langgraph_recall/store/_store.py",
+        "                documents = await self._embeddings.aembed_documents([t for _, _, t in todo])\n",
+        "                documents = self._embeddings.embed_documents([t for _, _, t in todo])\n",
+        ("tests/test_store_search.py::-k::async_only",),
+    ),
+    Mutation(
+        "twin_embeds_on_caller_loop",
+        "a search inside an async twin's thread embeds on the caller's loop (abriefing)",
+        "langgraph_recall/store/_store.py",
+        "            loop = caller_loop()\n",
+        "            loop = None\n",
+        ("tests/test_store_search.py::-k::async_only",),
+    ),
 ]
 
 

@@ -6,6 +6,7 @@ Every test runs on SQLite and on the real PostgreSQL server unless it names one.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import string
 
@@ -85,3 +86,34 @@ def test_postgres_items_written_before_v5_are_found_after_the_upgrade(
     with RecallStore.open(pg_dsn) as new:
         for key, (_, query) in NOTES.items():
             assert key in _found(new, query), (key, query)
+
+
+# --- an async-only embedding function ---------------------------------------------------------
+
+_VOCAB = ["apple", "banana", "cherry"]
+
+
+async def _aembed(texts: list[str]) -> list[list[float]]:
+    return [[float(t.count(w)) + 0.01 for w in _VOCAB] for t in texts]
+
+
+def test_an_async_only_embedding_works_with_the_async_methods(store_target: str) -> None:
+    """LangGraph's IndexConfig takes an async ``embed``; abatch ran the sync batch in a
+    thread, which called the missing sync twin ("initialized with an async function")."""
+    from langchain_core.messages import HumanMessage
+
+    from langgraph_recall.store._records import agent_ns
+
+    async def run() -> None:
+        async with RecallStore.open(store_target, index={"dims": 3, "embed": _aembed}) as s:
+            await s.aput(("d",), "a", {"text": "apple pie"})
+            await s.aput(("d",), "b", {"text": "banana"})
+            hits = await s.asearch(("d",), query="apple")
+            assert [i.key for i in hits] == ["a", "b"]
+            assert hits[0].score is not None and hits[0].score > hits[1].score
+            # A search inside another async twin's thread (the briefing's memories).
+            await s.arecord("ag", [HumanMessage("what about cherry?", id="m1")])
+            await s.aput(agent_ns("ag", "memories"), "m", {"text": "cherry is the favourite"})
+            assert "cherry is the favourite" in (await s.abriefing("ag")).text
+
+    asyncio.run(run())

@@ -10,12 +10,24 @@ working state, pointers, outputs, agents; ``_actions_api``: actions, approvals, 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ._db import Database
 
 T = TypeVar("T")
+
+_caller = threading.local()
+
+
+def caller_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of the async twin this worker thread runs for, or None (a sync call).
+
+    That loop waits for the thread, free to run a coroutine the sync body needs: an async-only
+    embedding function called by a search inside ``abriefing``, say.
+    """
+    return getattr(_caller, "loop", None)
 
 
 class StoreBase:
@@ -26,4 +38,13 @@ class StoreBase:
     output_threshold: int
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        loop = asyncio.get_running_loop()
+
+        def on_thread() -> T:
+            _caller.loop = loop
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _caller.loop = None
+
+        return await asyncio.to_thread(on_thread)

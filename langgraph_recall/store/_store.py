@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -42,6 +42,7 @@ from .._errors import InvalidNamespace, RecallError
 from .._process import not_picklable
 from . import _items, _leases, _records, _transcript
 from ._actions_api import ActionsAPI
+from ._api_base import caller_loop
 from ._db import (
     Database,
     check_scheme,
@@ -335,10 +336,52 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Apply ``ops`` in the order given, in one transaction."""
-        ops = list(ops)
-        for op in ops:
-            _validate_op(op)
-        vectors = self._embed_puts(ops)
+        ops = _validated(ops)
+        todo, queries = self._to_embed(ops)
+        documents: list[list[float]] = []
+        asked: dict[int, list[float]] = {}
+        embeddings = self._embeddings
+        if embeddings is not None:
+            loop = caller_loop()
+            if loop is not None:
+                # Inside an async twin (``abriefing``'s memory search): the index's async
+                # methods on the caller's loop, which works for an async-only ``embed`` too.
+                def wait(coro: Coroutine[Any, Any, T]) -> T:
+                    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+                if todo:
+                    documents = wait(embeddings.aembed_documents([t for _, _, t in todo]))
+                asked = {i: wait(embeddings.aembed_query(q)) for i, q in queries.items()}
+            else:
+                if todo:
+                    documents = embeddings.embed_documents([t for _, _, t in todo])
+                asked = {i: embeddings.embed_query(q) for i, q in queries.items()}
+        return self._apply(ops, self._placed(ops, todo, documents), asked)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async twin of ``batch`` (same semantics; the transaction runs in a worker thread).
+
+        Embeddings are computed first, on the event loop, with the index's async methods: an
+        ``embed`` given as an async function has no sync twin the thread could call.
+        """
+        ops = _validated(ops)
+        todo, queries = self._to_embed(ops)
+        documents: list[list[float]] = []
+        asked: dict[int, list[float]] = {}
+        if self._embeddings is not None:
+            if todo:
+                documents = await self._embeddings.aembed_documents([t for _, _, t in todo])
+            for i, q in queries.items():
+                asked[i] = await self._embeddings.aembed_query(q)
+        return await self._run(self._apply, ops, self._placed(ops, todo, documents), asked)
+
+    def _apply(
+        self,
+        ops: list[Op],
+        vectors: dict[int, list[tuple[str, list[float]]]],
+        query_vectors: dict[int, list[float]],
+    ) -> list[Result]:
+        """``batch``'s transaction, the embeddings it needs already computed."""
         refresh_default = bool((self.ttl_config or {}).get("refresh_on_read", True))
         body_fields = list(self.index_config.get("fields") or []) if self.index_config else None
         if body_fields == ["$"]:
@@ -353,41 +396,50 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
                     _items.put(tx, op, body_fields=body_fields, vectors=vectors.get(i))
                     results.append(None)
                 elif isinstance(op, SearchOp):
-                    results.append(self._search(tx, op, refresh_default))
+                    results.append(self._search(tx, op, query_vectors.get(i), refresh_default))
                 elif isinstance(op, ListNamespacesOp):
                     results.append(_items.list_namespaces(tx, op))
                 else:
                     raise RecallError(f"unknown store operation {op!r}", code="invalid_value")
         return results
 
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Async twin of ``batch`` (same semantics; runs in a worker thread)."""
-        return await self._run(self.batch, list(ops))
-
-    def _search(self, tx: Any, op: SearchOp, refresh_default: bool) -> Any:
-        if op.query and self._embeddings is not None:
-            vec = self._embeddings.embed_query(op.query)
-            return _items.search_vector(tx, op, vec, refresh_default)
+    def _search(
+        self, tx: Any, op: SearchOp, query_vector: list[float] | None, refresh_default: bool
+    ) -> Any:
+        if op.query and query_vector is not None:
+            return _items.search_vector(tx, op, query_vector, refresh_default)
         if op.query:
             return _items.search_text(tx, op, refresh_default)
         return _items.search_plain(tx, op, refresh_default)
 
-    def _embed_puts(self, ops: Sequence[Op]) -> dict[int, list[tuple[str, list[float]]]]:
-        """Embed texts for indexed puts before the transaction (a slow call holds no lock)."""
+    def _to_embed(self, ops: Sequence[Op]) -> tuple[list[tuple[int, str, str]], dict[int, str]]:
+        """What ``ops`` need embedded, before the transaction (a slow call holds no lock): the
+        (op position, field, text) of indexed puts, and each search's query by op position."""
         if self._embeddings is None:
-            return {}
+            return [], {}
         todo: list[tuple[int, str, str]] = []
         for i, op in enumerate(ops):
             if isinstance(op, PutOp) and op.value is not None and isinstance(op.value, dict):
                 for field, text in _items.index_texts(op.value, op.index, self.index_config):
                     todo.append((i, field, text))
+        queries = {i: op.query for i, op in enumerate(ops) if isinstance(op, SearchOp) and op.query}
+        return todo, queries
+
+    def _placed(
+        self,
+        ops: Sequence[Op],
+        todo: list[tuple[int, str, str]],
+        documents: Sequence[Sequence[float]],
+    ) -> dict[int, list[tuple[str, list[float]]]]:
+        """Each indexed put's (field, vector) pairs; every put gets a list (an empty one drops
+        its old vectors). Empty with no index: puts leave vectors alone."""
+        if self._embeddings is None:
+            return {}
         out: dict[int, list[tuple[str, list[float]]]] = {
             i: [] for i, op in enumerate(ops) if isinstance(op, PutOp) and op.value is not None
         }
-        if todo:
-            vecs = self._embeddings.embed_documents([t for _, _, t in todo])
-            for (i, field, _), vec in zip(todo, vecs, strict=False):
-                out[i].append((field, list(vec)))
+        for (i, field, _), vec in zip(todo, documents, strict=False):
+            out[i].append((field, list(vec)))
         return out
 
     # --- TTL -------------------------------------------------------------------------------
@@ -532,6 +584,13 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
 
             inner = same_database_saver(self)
         return RecallCheckpointer(inner, store=self, lease_ttl=lease_ttl, wait=wait, **options)
+
+
+def _validated(ops: Iterable[Op]) -> list[Op]:
+    ops = list(ops)
+    for op in ops:
+        _validate_op(op)
+    return ops
 
 
 def _remove_scratch(folder: str, pid: int) -> None:
