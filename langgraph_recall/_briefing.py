@@ -333,6 +333,7 @@ def build_briefing(
     memory_namespace: Any = _DEFAULT,
     memory_limit: int = 3,
     tool_hint: bool = False,
+    refresh_ttl: bool | None = None,
 ) -> Briefing:
     """Build the briefing for ``agent_id`` from ``store`` within ``token_budget`` tokens.
 
@@ -347,6 +348,9 @@ def build_briefing(
             ``("recall", agent_id, "memories")``, the agent id escaped as the store escapes
             it; None for no memory search).
         tool_hint: say that the recall tools keep the working state (when they are registered).
+        refresh_ttl: whether the memories the briefing shows have their TTL refreshed, as a
+            read does (None: the store's ``refresh_on_read``). ``False`` for a look that must
+            leave them as they were (``langgraph-recall show``).
 
     Raises:
         RecallError: ``invalid_value`` when the budget is too small to hold the briefing's
@@ -377,6 +381,7 @@ def build_briefing(
             memory_namespace,
             memory_limit,
             tool_hint,
+            refresh_ttl,
         )
 
 
@@ -391,6 +396,7 @@ def _build(
     memory_namespace: Any,
     memory_limit: int,
     tool_hint: bool,
+    refresh_ttl: bool | None,
 ) -> Briefing:
 
     # Everything but the turns is small and read whole; the turns are paged below.
@@ -441,9 +447,12 @@ def _build(
     turns = _TurnReader(store, agent_id, skip, meter)
     ns = agent_ns(agent_id, "memories") if memory_namespace is _DEFAULT else memory_namespace
     # A cheap range read first: the full-text search only runs when there are memories.
-    if ns and memory_limit > 0 and store.search(tuple(ns), limit=1):
+    # (Not a read of that memory: it leaves its TTL alone.)
+    if ns and memory_limit > 0 and store.search(tuple(ns), limit=1, refresh_ttl=False):
         q = query if query is not None else _latest_human(turns.first_page())
-        found = store.search(tuple(ns), query=(q or "")[:500] or None, limit=memory_limit)
+        found = store.search(
+            tuple(ns), query=(q or "")[:500] or None, limit=memory_limit, refresh_ttl=refresh_ttl
+        )
         lines = [(5, _cut("- " + _memory_line(it.value), _ITEM_CHARS)) for it in found]
         if lines:
             _place(meter, placed, _Section("memories", "## Relevant memories", lines))

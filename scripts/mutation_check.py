@@ -1742,6 +1742,14 @@ MUTATIONS = [
         "            loop = None\n",
         ("tests/test_store_search.py::-k::async_only",),
     ),
+    Mutation(
+        "show_keeps_ttl",
+        "langgraph-recall show leaves the TTL of the memories its briefing shows alone",
+        "langgraph_recall/cli/_commands.py",
+        "        brief = store.briefing(agent, refresh_ttl=False)\n",
+        "        brief = store.briefing(agent)\n",
+        ("tests/test_cli.py::-k::ttl_of_the_memories",),
+    ),
 ]
 
 

@@ -339,6 +339,33 @@ def test_show_has_state_pointers_open_actions_approvals_and_briefing(
     assert "# Briefing: agent billing" in out
 
 
+def test_show_leaves_the_ttl_of_the_memories_it_shows_alone(
+    capsys: pytest.CaptureFixture[str], filled: dict[str, str], store: RecallStore
+) -> None:
+    """An operator's look kept the agent's memories alive: the briefing's search refreshed
+    their TTL, as a read by the agent does."""
+    from fix_store import db_now, wait_db_clock_past
+
+    from langgraph_recall.store._records import agent_ns
+
+    ns = agent_ns("billing", "memories")
+    store.put(ns, "m", {"text": "the customer Ann prefers email"}, ttl=5.0)
+
+    def expires_at() -> float:
+        with store._db.tx() as tx:
+            row = tx.one("SELECT expires_at FROM recall_items WHERE key = 'm'")
+        assert row is not None
+        return float(row[0])
+
+    before = expires_at()
+    wait_db_clock_past(store, db_now(store) + 0.05)
+    code, out, _ = cli(capsys, "--db", filled["db"], "show", "billing")
+    assert code == 0 and "customer Ann prefers email" in out
+    assert expires_at() == before
+    store.search(ns, query="email")  # what a read by the agent does
+    assert expires_at() > before
+
+
 def test_actions_open_lists_only_what_is_in_doubt(
     capsys: pytest.CaptureFixture[str], filled: dict[str, str]
 ) -> None:

@@ -180,7 +180,8 @@ def show(ctx: Ctx, agent: str) -> None:
         pointers = store.pointers(agent)
         open_actions = store.actions(agent, open_only=True)
         pending = store.pending_approvals(agent)
-        brief = store.briefing(agent)
+        # A look: the memories it shows keep the TTL they had (a read would refresh it).
+        brief = store.briefing(agent, refresh_ttl=False)
     if ctx.as_json:
         emit_json(
             {
