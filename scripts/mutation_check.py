@@ -1750,6 +1750,22 @@ MUTATIONS = [
         "        brief = store.briefing(agent)\n",
         ("tests/test_cli.py::-k::ttl_of_the_memories",),
     ),
+    Mutation(
+        "items_rowid_column",
+        "SQLite items keep their rowid through a .dump and restore, so text search stays right",
+        "langgraph_recall/store/_schema.py",
+        '    [{"sqlite": _items_keep_their_rowid(), "postgres": []}],\n',
+        '    [{"sqlite": [], "postgres": []}],\n',
+        ("tests/test_store_search.py::-k::dump_and_restore",),
+    ),
+    Mutation(
+        "items_fts_rebuilt",
+        "the v6 upgrade rebuilds an FTS5 index that a restore before it broke",
+        "langgraph_recall/store/_schema.py",
+        "        \"INSERT INTO recall_items_fts(recall_items_fts) VALUES ('rebuild')\",\n",
+        "",
+        ("tests/test_store_search.py::-k::mended_by_the_upgrade",),
+    ),
 ]
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import string
+import subprocess
+from typing import Any
 
 import pytest
 
@@ -117,3 +120,63 @@ def test_an_async_only_embedding_works_with_the_async_methods(store_target: str)
             assert "cherry is the favourite" in (await s.abriefing("ag")).text
 
     asyncio.run(run())
+
+
+# --- a SQLite backup made with `sqlite3 recall.db .dump` ---------------------------------------
+
+
+def _dump_and_restore(path: str, into: str) -> None:
+    """What an operator does with the sqlite3 shell: ``.dump`` to SQL, read into a new file."""
+    sqlite3_shell = shutil.which("sqlite3")
+    if sqlite3_shell is None:  # pragma: no cover - depends on the machine
+        pytest.skip("the sqlite3 shell is not installed")
+    dump = subprocess.run(
+        [sqlite3_shell, path, ".dump"], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    subprocess.run([sqlite3_shell, into], input=dump, text=True, check=True, timeout=120)
+    shutil.copy(path + ".secret", into + ".secret")
+
+
+def _some_deleted(store: RecallStore) -> None:
+    for i in range(20):
+        store.put(("notes",), f"k{i:02d}", {"text": f"word{i}"})
+    for i in range(0, 20, 2):  # gaps in the rowids, which a restore closes up
+        store.delete(("notes",), f"k{i:02d}")
+
+
+def _assert_text_search_right(store: RecallStore) -> None:
+    assert _found(store, "word11") == ["k11"]
+    assert sorted(_found(store, "word1 word3 word5")) == ["k01", "k03", "k05"]
+    assert _found(store, "word4") == []
+
+
+def test_text_search_is_right_after_a_dump_and_restore(tmp_path: Any) -> None:
+    """The FTS5 index followed the implicit rowid, which a dump leaves out and a restore
+    renumbers: "word11" found nothing, "word1 word3 word5" found word3, word7 and word11."""
+    path, restored = str(tmp_path / "recall.db"), str(tmp_path / "restored.db")
+    with RecallStore.open(path) as s:
+        _some_deleted(s)
+        _assert_text_search_right(s)
+    _dump_and_restore(path, restored)
+    with RecallStore.open(restored) as s:
+        _assert_text_search_right(s)
+        s.put(("notes",), "k20", {"text": "word20"})
+        s.delete(("notes",), "k11")
+        assert _found(s, "word20 word11") == ["k20"]
+
+
+def test_an_index_a_restore_broke_before_v6_is_mended_by_the_upgrade(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, restored = str(tmp_path / "recall.db"), str(tmp_path / "restored.db")
+    with monkeypatch.context() as old_code:
+        old_code.setattr(_db, "MIGRATIONS", MIGRATIONS[:5])
+        old_code.setattr(_db, "SCHEMA_VERSION", 5)
+        with RecallStore.open(path) as s:
+            _some_deleted(s)
+        _dump_and_restore(path, restored)
+        with RecallStore.open(restored) as s:
+            assert _found(s, "word11") == [], "broken, as v5 left it"
+    with RecallStore.open(restored) as s:
+        _assert_text_search_right(s)
+        assert s.get(("notes",), "k11").value == {"text": "word11"}

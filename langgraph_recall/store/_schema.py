@@ -177,6 +177,10 @@ ITEMS = Table(
     ("prefix", "key"),
 )
 
+ITEMS_EXPIRES = Index(
+    "recall_items_expires", "recall_items", ("expires_at",), where="expires_at IS NOT NULL"
+)
+
 ACTIONS = Table(
     "recall_actions",  # one row per attempt: the intent, written before the tool runs
     (
@@ -278,15 +282,54 @@ def _rowless(table: Table, indexes: tuple[Index, ...] = ()) -> dict[Dialect, lis
     return {"sqlite": steps, "postgres": []}
 
 
+# SQLite: the FTS5 index of items' text follows recall_items by rowid.
+_ITEMS_FTS_TRIGGERS = [
+    "CREATE TRIGGER IF NOT EXISTS recall_items_fts_ins AFTER INSERT ON recall_items "
+    "BEGIN INSERT INTO recall_items_fts(rowid, body) VALUES (new.rowid, new.body); END",
+    "CREATE TRIGGER IF NOT EXISTS recall_items_fts_del AFTER DELETE ON recall_items "
+    "BEGIN INSERT INTO recall_items_fts(recall_items_fts, rowid, body) "
+    "VALUES ('delete', old.rowid, old.body); END",
+    "CREATE TRIGGER IF NOT EXISTS recall_items_fts_upd AFTER UPDATE OF body ON recall_items "
+    "BEGIN INSERT INTO recall_items_fts(recall_items_fts, rowid, body) "
+    "VALUES ('delete', old.rowid, old.body); "
+    "INSERT INTO recall_items_fts(rowid, body) VALUES (new.rowid, new.body); END",
+]
+
+
+def _items_keep_their_rowid() -> list[str]:
+    """SQLite: recall_items rebuilt with its rowid as a column of its own (``rid INTEGER
+    PRIMARY KEY``), each row keeping the rowid it had, then the FTS5 index rebuilt from it.
+
+    An implicit rowid is not part of a row's values: ``sqlite3 recall.db .dump`` writes the
+    rows without it, a restore numbers them afresh, while the FTS5 index (dumped as tables of
+    its own) still points at the old numbers, so text queries answered with other items. A
+    rowid that is a column is dumped with its row. The rebuild also mends an index that a
+    restore made before this version had already broken.
+    """
+    names = ", ".join(c for c, _ in ITEMS.columns)
+    defs = ", ".join(
+        f"{c} {_TYPES[kind]['sqlite']}{' ' + rest if rest else ''}"
+        for c, (kind, _, rest) in ((c, spec.partition(" ")) for c, spec in ITEMS.columns)
+    )
+    return [
+        f"CREATE TABLE recall_items_v6 (rid INTEGER PRIMARY KEY, {defs}, "
+        f"UNIQUE ({', '.join(ITEMS.primary_key)}))",
+        f"INSERT INTO recall_items_v6 (rid, {names}) SELECT rowid, {names} FROM recall_items",
+        "DROP TABLE recall_items",  # its index and triggers go with it
+        "ALTER TABLE recall_items_v6 RENAME TO recall_items",
+        *ITEMS_EXPIRES.ddl("sqlite"),
+        *_ITEMS_FTS_TRIGGERS,
+        "INSERT INTO recall_items_fts(recall_items_fts) VALUES ('rebuild')",
+    ]
+
+
 MIGRATIONS: list[list[Step]] = [
     # v1: the whole first schema.
     [
         {"sqlite": [], "postgres": [_PG_REFUSE_FN]},
         Table("recall_meta", (("key", "KEY NOT NULL"), ("value", "TEXT NOT NULL")), ("key",)),
         ITEMS,
-        Index(
-            "recall_items_expires", "recall_items", ("expires_at",), where="expires_at IS NOT NULL"
-        ),
+        ITEMS_EXPIRES,
         Table(
             "recall_vectors",
             (
@@ -301,15 +344,7 @@ MIGRATIONS: list[list[Step]] = [
             "sqlite": [
                 "CREATE VIRTUAL TABLE IF NOT EXISTS recall_items_fts USING fts5("
                 "body, content='recall_items', content_rowid='rowid')",
-                "CREATE TRIGGER IF NOT EXISTS recall_items_fts_ins AFTER INSERT ON recall_items "
-                "BEGIN INSERT INTO recall_items_fts(rowid, body) VALUES (new.rowid, new.body); END",
-                "CREATE TRIGGER IF NOT EXISTS recall_items_fts_del AFTER DELETE ON recall_items "
-                "BEGIN INSERT INTO recall_items_fts(recall_items_fts, rowid, body) "
-                "VALUES ('delete', old.rowid, old.body); END",
-                "CREATE TRIGGER IF NOT EXISTS recall_items_fts_upd AFTER UPDATE OF body ON recall_items "
-                "BEGIN INSERT INTO recall_items_fts(recall_items_fts, rowid, body) "
-                "VALUES ('delete', old.rowid, old.body); "
-                "INSERT INTO recall_items_fts(rowid, body) VALUES (new.rowid, new.body); END",
+                *_ITEMS_FTS_TRIGGERS,
             ],
             "postgres": [
                 "CREATE INDEX IF NOT EXISTS recall_items_body_fts ON recall_items "
@@ -490,6 +525,9 @@ MIGRATIONS: list[list[Step]] = [
             ],
         },
     ],
+    # v6 (SQLite only): items keep their rowid through a dump and restore (see
+    # ``_items_keep_their_rowid``). PostgreSQL's index is on each row's own text.
+    [{"sqlite": _items_keep_their_rowid(), "postgres": []}],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
