@@ -1766,6 +1766,14 @@ MUTATIONS = [
         "",
         ("tests/test_store_search.py::-k::mended_by_the_upgrade",),
     ),
+    Mutation(
+        "filter_big_int",
+        "a filter on an integer beyond 64 bits is answered on SQLite, not an OverflowError",
+        "langgraph_recall/store/_items.py",
+        '            return "?", [float(value)]\n',
+        '            return "?", [value]\n',
+        ("tests/test_store_bad_input.py::-k::beyond_64_bits",),
+    ),
 ]
 
 

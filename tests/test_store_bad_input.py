@@ -113,6 +113,16 @@ def test_a_ten_megabyte_item_round_trips(seeded: RecallStore) -> None:
     assert [i.key for i in seeded.search(("docs",), filter={"n": 1})] == ["huge"]
 
 
+def test_a_filter_on_an_integer_beyond_64_bits_is_answered(seeded: RecallStore) -> None:
+    # SQLite raised a raw OverflowError (the int cannot be bound), not a RecallError.
+    seeded.put(("docs",), "big", {"big": 12345678901234567890})
+    assert [i.key for i in seeded.search(("docs",), filter={"big": 12345678901234567890})] == [
+        "big"
+    ]
+    assert [i.key for i in seeded.search(("docs",), filter={"big": {"$gt": 2**63}})] == ["big"]
+    assert seeded.search(("docs",), filter={"big": 2**63 + 1}) == []
+
+
 UNICODE_NAMESPACES = [
     ("ユーザー", "設定"),
     ("😀", "🚀"),

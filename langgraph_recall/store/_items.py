@@ -231,6 +231,14 @@ def filter_sql(tx: Tx, flt: dict[str, Any] | None) -> tuple[str, list[Any]]:
             return "?::jsonb", [dump_json(value)]
         if isinstance(value, (dict, list)):
             return "json(?)", [dump_json(value)]
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and not _INT64[0] <= value <= _INT64[1]
+        ):
+            # SQLite's JSON keeps an integer beyond 64 bits as a REAL (json_extract gives a
+            # float), and a Python int that large cannot be bound at all (OverflowError).
+            return "?", [float(value)]
         return "?", [value]
 
     def compare(path: Sequence[str], op: str, value: Any) -> None:
@@ -287,6 +295,8 @@ def filter_sql(tx: Tx, flt: dict[str, Any] | None) -> tuple[str, list[Any]]:
         walk([key], fv)
     return " AND ".join(clauses), params
 
+
+_INT64 = (-(2**63), 2**63 - 1)
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
