@@ -14,14 +14,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from langgraph_recall import _briefing
-from langgraph_recall._briefing import (
-    _APPROVAL_TITLE,
-    _DOUBT_TITLE,
-    BRIEFING_ID,
-    Briefing,
-    build_briefing,
-)
+from langgraph_recall import _briefing_turns
+from langgraph_recall._briefing import BRIEFING_ID, Briefing, build_briefing
+from langgraph_recall._briefing_lines import APPROVAL_TITLE, DOUBT_TITLE
 from langgraph_recall._errors import RecallError
 from langgraph_recall._render import call_text
 from langgraph_recall.store import RecallStore, _transcript
@@ -70,8 +65,8 @@ def test_sections_come_in_priority_order_with_in_doubt_external_calls_first(
     b = store.briefing(agent, token_budget=2000)
 
     assert _section_order(b.text) == [
-        _DOUBT_TITLE,
-        _APPROVAL_TITLE,
+        DOUBT_TITLE,
+        APPROVAL_TITLE,
         "## Working state",
         "## Pointers",
         "## Relevant memories",
@@ -426,7 +421,7 @@ def test_briefings_in_a_loop_say_what_a_fresh_process_would(
         warm = store.briefing(agent, exclude_msg_ids=_ids(convo), **kw)  # type: ignore[arg-type]
         cold = fresh.briefing(agent, exclude_msg_ids=_ids(convo), **kw)  # type: ignore[arg-type]
         assert warm == cold
-        _briefing._SKIPPED._by_store.pop(fresh, None)  # forget: the next one is a first again
+        _briefing_turns.SKIPPED._by_store.pop(fresh, None)  # forget: the next one is a first again
         return warm.text
 
     def looped(agent: str) -> list:

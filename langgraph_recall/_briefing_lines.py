@@ -1,0 +1,246 @@
+"""The briefing's text: how each record becomes a line, and the meter that keeps the whole
+within its token budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from langchain_core.messages import BaseMessage, SystemMessage
+
+from ._errors import RecallError
+from ._render import call_text
+
+if TYPE_CHECKING:
+    from .store._models import Action, Approval, TurnView
+
+#: Message id of the briefing's SystemMessage; messages with ids starting with it are never
+#: shown as turns (a briefing kept in state must not feed the next briefing).
+BRIEFING_ID = "recall-briefing"
+#: The recall tools. Their calls and acknowledgements are left out of the recent turns: what
+#: they wrote already shows in the working state and pointers, and it must not crowd out work.
+RECALL_TOOL_NAMES = frozenset({"update_working_state", "milestone", "set_pointer", "fetch_output"})
+
+TokenCounter = Any  # a function of a list of messages, or a chat model
+
+STATE_ORDER = ("goal", "plan", "progress", "decisions", "last_milestone", "notes")
+TURN_CHARS = 600  # a turn longer than this shows its start and how much more there is
+ITEM_CHARS = 300  # pointers, memories, approvals: one line each, at most this long
+
+
+# --- counting ------------------------------------------------------------------------------
+
+
+class Meter:
+    """What the pieces of the briefing cost against its budget.
+
+    With the default counter (``count_tokens_approximately``, linear in characters) costs are
+    characters and the capacity is exact, so no piece needs a tokenizer call. A custom counter
+    is asked per piece (its costs are nearly additive across lines); the final text is counted
+    once more and trimmed if a counter was not additive after all.
+    """
+
+    def __init__(self, budget: int, counter: TokenCounter | None) -> None:
+        self.counter = as_counter(counter)
+        self.exact = counter is None
+        if self.exact:
+            # count_tokens_approximately on one SystemMessage: ceil((chars + len("system")) / 4) + 3
+            self.capacity = (budget - 3) * 4 - 6
+        else:
+            self.base = self.counter([SystemMessage("")])
+            self.capacity = budget - self.base
+        self.used = 0
+
+    def cost(self, line: str) -> int:
+        if self.exact:
+            return len(line) + 1  # the line and its newline
+        return max(1, self.counter([SystemMessage(line)]) - self.base)
+
+    @property
+    def left(self) -> int:
+        return self.capacity - self.used
+
+    def take(self, line: str) -> bool:
+        c = self.cost(line)
+        if c > self.left:
+            return False
+        self.used += c
+        return True
+
+    def chars_for(self, units: int, sample: str) -> int:
+        """About how many characters of ``sample`` fit in ``units``."""
+        if self.exact:
+            return units - 1
+        per = self.cost(sample) / max(1, len(sample))
+        return int(units / max(per, 1e-6))
+
+
+def as_counter(counter: TokenCounter | None) -> Callable[[list[BaseMessage]], int]:
+    if counter is None:
+        from langchain_core.messages.utils import count_tokens_approximately
+
+        return count_tokens_approximately
+    if hasattr(counter, "get_num_tokens_from_messages"):
+        return counter.get_num_tokens_from_messages  # type: ignore[no-any-return]
+    if callable(counter):
+        return counter  # type: ignore[no-any-return]
+    raise RecallError(
+        "token_counter must be a function of a list of messages or a chat model",
+        code="invalid_value",
+    )
+
+
+def cut(text: str, chars: int) -> str:
+    """``text`` in at most ``chars`` characters, saying how much was left out."""
+    if len(text) <= chars:
+        return text
+    keep = max(0, chars - 16 - len(str(len(text))))
+    return f"{text[:keep]}… (+{len(text) - keep} chars)"
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --- the pieces ----------------------------------------------------------------------------
+
+
+@dataclass
+class Section:
+    name: str
+    title: str
+    lines: list[tuple[int, str]] = field(
+        default_factory=list
+    )  # (rank, line); lower rank matters more
+    print_reversed: bool = False
+
+
+def value_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "; ".join(value)
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return repr(value)
+
+
+def state_lines(state: dict[str, Any]) -> list[tuple[str, str]]:
+    keys = [k for k in STATE_ORDER if k in state] + sorted(k for k in state if k not in STATE_ORDER)
+    return [
+        (k.replace("_", " "), one_line(value_text(state[k])))
+        for k in keys
+        if state[k] not in (None, "")
+    ]
+
+
+def short_id(action_id: str) -> str:
+    return action_id if len(action_id) <= 24 else action_id[:16]
+
+
+def action_line(a: Action) -> str:
+    # What to do is said once, in the section title; a line is just the call and its id.
+    if a.klass == "idempotent":
+        return f"- {a.call_text()} [action {short_id(a.action_id)}, idempotent: re-run with the same key on resume]"
+    return f"- {a.call_text()} [action {short_id(a.action_id)}]"
+
+
+DOUBT_TITLE = (
+    "## Unconfirmed calls (in doubt): each may or may not have happened. Do not call them "
+    "again; check whether they took effect, or ask an operator to run "
+    "`langgraph-recall resolve ACTION --done` (or `--not-done`)"
+)
+APPROVAL_TITLE = (
+    "## Waiting for a person's approval (do not call these again; each runs once approved)"
+)
+
+
+def approval_line(p: Approval, tool: str | None) -> str:
+    if tool and isinstance(p.args, dict):
+        what = call_text(tool, p.args)
+    elif p.message:
+        what = one_line(p.message)
+    else:  # a request recorded before its action: the arguments are all there is
+        what = "a call with " + (
+            one_line(value_text(p.args)) if p.args is not None else "no arguments"
+        )
+    return cut(f"- {what} [action {short_id(p.action_id)}]", ITEM_CHARS)
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content (a string, or a list of content blocks)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or ():
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, dict) and block.get("type") in ("image", "image_url"):
+            parts.append("<image>")
+    return " ".join(parts)
+
+
+def turn_line(turn: TurnView, outputs: dict[str, dict[str, Any]]) -> str | None:
+    """One turn as a line, or None when it is not worth the model's attention."""
+    f = turn.fields if isinstance(turn.fields, dict) else {}
+    if turn.role == "system" and str(f.get("id") or "").startswith(BRIEFING_ID):
+        return None  # a briefing kept in state never feeds the next briefing
+    text = one_line(content_text(f.get("content", "")))
+    ref = turn.output_ref
+    stored = ""
+    if ref:
+        out = outputs.get(ref, {})
+        stored = (
+            f"[stored output, {out.get('size', turn.size)} chars: read it with "
+            f'fetch_output(ref="{ref}")]'
+        )
+    if turn.role == "tool":
+        name = f.get("name")
+        if name in RECALL_TOOL_NAMES:
+            return None
+        who = f"tool {name}" if name else "tool"
+        if f.get("status") == "error":
+            who += " (error)"
+        if ref:
+            start = one_line(str(outputs.get(ref, {}).get("preview", "")))[:120]
+            return f"{who}: {stored} starts: {start!r}"
+        return f"{who}: {cut(text, TURN_CHARS)}"
+    text = stored or cut(text, TURN_CHARS)
+    if turn.role == "ai":
+        calls = [
+            c
+            for c in f.get("tool_calls") or ()
+            if isinstance(c, dict) and c.get("name") not in RECALL_TOOL_NAMES
+        ]
+        if not text and not calls:
+            return None
+        line = f"assistant: {text}" if text else "assistant:"
+        if calls:
+            line += (
+                (" | " if text else " ")
+                + "called "
+                + ", ".join(call_text(str(c.get("name")), c.get("args") or {}) for c in calls)
+            )
+        return line
+    if turn.role == "human":
+        return f"user: {text}"
+    return f"{turn.role}: {text}" if text else None
+
+
+def latest_human(turns: Sequence[TurnView]) -> str | None:
+    for t in turns:
+        if t.role == "human" and isinstance(t.fields, dict):
+            return content_text(t.fields.get("content", ""))
+    return None
+
+
+def memory_line(value: dict[str, Any]) -> str:
+    for key in ("text", "content", "memory", "value"):
+        if isinstance(value.get(key), str):
+            return one_line(value[key])
+    return one_line(value_text(value))
