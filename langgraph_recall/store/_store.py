@@ -38,9 +38,9 @@ from langgraph.store.base import (
     ensure_embeddings,
 )
 
-from .._errors import InvalidNamespace, RecallError
+from .._errors import RecallError
 from .._process import not_picklable
-from . import _items, _leases, _records, _transcript
+from . import _items, _leases, _transcript
 from ._actions_api import ActionsAPI
 from ._api_base import caller_loop
 from ._db import (
@@ -53,6 +53,7 @@ from ._postgres import PostgresDatabase
 from ._records_api import RecordsAPI
 from ._secret import postgres_secret, postgres_secret_given, refuse_if_deleted, sqlite_secret
 from ._sqlite import SqliteDatabase
+from ._validate import message_list, validate_namespace, validated
 
 log = logging.getLogger("langgraph_recall")
 
@@ -318,7 +319,7 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
         """BaseStore's ``put``; a namespace it cannot take raises ``InvalidNamespace``."""
         # BaseStore.put checks the namespace first with LangGraph's own error, which is not a
         # RecallError; ours is both, so either ``except`` catches it.
-        _validate_namespace(namespace)
+        validate_namespace(namespace)
         super().put(namespace, key, value, index, ttl=ttl)
 
     async def aput(
@@ -331,12 +332,12 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
         ttl: float | None | NotProvided = NOT_PROVIDED,
     ) -> None:
         """Async ``put``."""
-        _validate_namespace(namespace)
+        validate_namespace(namespace)
         await super().aput(namespace, key, value, index, ttl=ttl)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Apply ``ops`` in the order given, in one transaction."""
-        ops = _validated(ops)
+        ops = validated(ops)
         todo, queries = self._to_embed(ops)
         documents: list[list[float]] = []
         asked: dict[int, list[float]] = {}
@@ -364,7 +365,7 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
         Embeddings are computed first, on the event loop, with the index's async methods: an
         ``embed`` given as an async function has no sync twin the thread could call.
         """
-        ops = _validated(ops)
+        ops = validated(ops)
         todo, queries = self._to_embed(ops)
         documents: list[list[float]] = []
         asked: dict[int, list[float]] = {}
@@ -496,7 +497,7 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
         one: give such messages ids (LangGraph's ``add_messages`` gives every message in a
         graph's state one). Returns how many were new.
         """
-        return self._record(agent_id, _message_list(messages), thread_id, None)
+        return self._record(agent_id, message_list(messages), thread_id, None)
 
     async def arecord(
         self, agent_id: str, messages: Sequence[BaseMessage], *, thread_id: str | None = None
@@ -586,76 +587,7 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
         return RecallCheckpointer(inner, store=self, lease_ttl=lease_ttl, wait=wait, **options)
 
 
-def _validated(ops: Iterable[Op]) -> list[Op]:
-    ops = list(ops)
-    for op in ops:
-        _validate_op(op)
-    return ops
-
-
 def _remove_scratch(folder: str, pid: int) -> None:
     # At exit of a child forked after the store opened, the folder is still the parent's.
     if os.getpid() == pid:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _validate_op(op: Op) -> None:
-    """Check an op as LangGraph's stores do, whether it came through ``put()`` or ``batch()``.
-
-    Labels are stored joined by ".", so an unchecked label such as "a.b" in a GetOp, SearchOp
-    or delete would address the namespace ("a", "b"). Only writes refuse the "langgraph" root.
-    """
-    if isinstance(op, (GetOp, PutOp)):
-        _validate_labels(op.namespace)
-        if "\x00" in str(op.key):
-            raise RecallError(
-                f"item keys cannot contain NUL (\\x00): {op.key!r}", code="invalid_value"
-            )
-        if isinstance(op, PutOp):
-            _records.refuse_record_write(op.namespace, str(op.key), delete=op.value is None)
-            if op.value is not None:
-                _validate_namespace(op.namespace)
-    elif isinstance(op, SearchOp):
-        _validate_labels(op.namespace_prefix)
-    elif isinstance(op, ListNamespacesOp):
-        for cond in op.match_conditions or ():
-            _validate_labels(cond.path)
-
-
-def _validate_labels(namespace: tuple[str, ...]) -> None:
-    if isinstance(namespace, str):
-        # Iterated as it is, "docs" was the namespace ("d", "o", "c", "s").
-        raise InvalidNamespace(
-            f"a namespace is a tuple of labels: write ({namespace!r},), not {namespace!r}"
-        )
-    for label in namespace:
-        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
-            raise InvalidNamespace(
-                f"Namespace labels must be non-empty strings without '.' or NUL: {namespace!r}"
-            )
-
-
-def _validate_namespace(namespace: tuple[str, ...]) -> None:
-    if not namespace:
-        raise InvalidNamespace("Namespace cannot be empty.")
-    _validate_labels(namespace)
-    if namespace[0] == "langgraph":
-        raise InvalidNamespace(f'Root label for namespace cannot be "langgraph": {namespace!r}')
-
-
-def _message_list(messages: Any) -> list[BaseMessage]:
-    """``record``'s messages as a list: a lone message or a dict is refused by name (``list()``
-    of one gave a list of its fields, and an error about tuples)."""
-    if isinstance(messages, (BaseMessage, dict, str, bytes)) or messages is None:
-        raise RecallError(
-            f"record() takes a list of LangChain messages, got {type(messages).__name__}; "
-            "wrap a single message in a list",
-            code="invalid_value",
-        )
-    try:
-        return list(messages)
-    except TypeError:
-        raise RecallError(
-            f"record() takes a list of LangChain messages, got {type(messages).__name__}",
-            code="invalid_value",
-        ) from None
