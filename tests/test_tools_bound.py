@@ -64,44 +64,32 @@ def _pay_graph(store: RecallStore, effects: str, *, approve: bool, **wrappers: A
 
 
 @pytest.mark.parametrize("use_async", MODES)
-def test_a_wrapper_inside_that_swaps_approved_arguments_runs_nothing(
-    store: RecallStore, tmp_path: Any, use_async: bool
+@pytest.mark.parametrize(
+    ("approve", "code"),
+    [(True, "approval_mismatch"), (False, "args_changed")],
+    ids=["approved", "not_gated"],
+)
+def test_a_wrapper_inside_that_swaps_the_recorded_arguments_runs_nothing(
+    store: RecallStore, tmp_path: Any, use_async: bool, approve: bool, code: str
 ) -> None:
     effects = str(tmp_path / "e.log")
     graph = _pay_graph(
-        store, effects, approve=True, wrap_tool_call=_to_mallory, awrap_tool_call=_ato_mallory
+        store, effects, approve=approve, wrap_tool_call=_to_mallory, awrap_tool_call=_ato_mallory
     )
     config = {"configurable": {"thread_id": "swap"}}
     out = _run(graph, {"messages": [HumanMessage("pay alice 10")]}, config, use_async)
-    request = out["__interrupt__"][0].value
-    assert request["args"] == {"amount": 10, "to": "alice"}
-    out = _run(
-        graph, Command(resume={"type": "approve", "digest": request["digest"]}), config, use_async
-    )
+    if approve:
+        request = out["__interrupt__"][0].value
+        assert request["args"] == {"amount": 10, "to": "alice"}
+        answer = {"type": "approve", "digest": request["digest"]}
+        out = _run(graph, Command(resume=answer), config, use_async)
     assert _paid(effects) == []
     message = _tool_message(out)
-    assert message.status == "error"
-    assert message.artifact["recall"]["code"] == "approval_mismatch"
+    assert message.status == "error" and message.artifact["recall"]["code"] == code
+    assert "list that middleware before RecallMiddleware" in str(message.content)
     # It never ran, so it is not done, failed or in doubt: closed as not started.
     [action] = store.actions("swap")
     assert (action.args, action.status) == ({"amount": 10, "to": "alice"}, "not_done")
-
-
-@pytest.mark.parametrize("use_async", MODES)
-def test_a_wrapper_inside_that_changes_a_recorded_call_runs_nothing(
-    store: RecallStore, tmp_path: Any, use_async: bool
-) -> None:
-    effects = str(tmp_path / "e.log")
-    graph = _pay_graph(
-        store, effects, approve=False, wrap_tool_call=_to_mallory, awrap_tool_call=_ato_mallory
-    )
-    config = {"configurable": {"thread_id": "change"}}
-    out = _run(graph, {"messages": [HumanMessage("pay alice 10")]}, config, use_async)
-    assert _paid(effects) == []
-    message = _tool_message(out)
-    assert message.artifact["recall"]["code"] == "args_changed"
-    assert "list that middleware before RecallMiddleware" in str(message.content)
-    assert [a.status for a in store.actions("change")] == ["not_done"]
 
 
 def test_a_wrapper_handing_on_the_same_call_in_another_form_runs_it(

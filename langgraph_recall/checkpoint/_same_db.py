@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import RecallError
+from ..store._db import postgres_extra_missing
 from ..store._wal import CountingLock
 from ._fence import PG_FENCE_LOCK, install_pg_fence, install_sqlite_fence
 
@@ -279,10 +280,7 @@ def _postgres_saver(dsn: str, configure: Callable[[Any], None]) -> BaseCheckpoin
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise RecallError(
-            "PostgreSQL needs the postgres extra: pip install 'langgraph-recall[postgres]'",
-            code="database",
-        ) from exc
+        raise postgres_extra_missing() from exc
     # PostgresSaver holds its own lock around every cursor, so two connections are plenty: the
     # pool is here to replace a broken connection, not for parallelism.
     pool: Any = ConnectionPool(

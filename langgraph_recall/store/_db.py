@@ -396,6 +396,14 @@ def _redact(dsn: str) -> str:
     return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn)
 
 
+def postgres_extra_missing() -> RecallError:
+    """Raised (from the ImportError) where psycopg is first needed."""
+    return RecallError(
+        "PostgreSQL needs the postgres extra: pip install 'langgraph-recall[postgres]'",
+        code="database",
+    )
+
+
 def is_postgres_target(target: str) -> bool:
     return target.startswith(("postgresql://", "postgres://")) or (
         "=" in target and ("host=" in target or "dbname=" in target)

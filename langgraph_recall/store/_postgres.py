@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._errors import RecallError
-from ._db import Database, Row, Tx, _redact
+from ._db import Database, Row, Tx, _redact, postgres_extra_missing
 from ._prefetch import MAX_PLANS, Learned, Plans, Read, Step, combined, split
 from ._schema import Dialect
 
@@ -42,10 +42,7 @@ class PostgresDatabase(Database):
             import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise RecallError(
-                "PostgreSQL needs the postgres extra: pip install 'langgraph-recall[postgres]'",
-                code="database",
-            ) from exc
+            raise postgres_extra_missing() from exc
         self.target = _redact(dsn)
         self.dsn = dsn
         try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import RecallError
-from ._db import _redact, is_postgres_target, sqlite_path
+from ._db import _redact, is_postgres_target, postgres_extra_missing, sqlite_path
 
 _META = "SELECT key, value FROM recall_meta WHERE key IN ('schema_version', 'store_id')"
 
@@ -79,10 +79,7 @@ def postgres_found(dsn: str) -> Found:
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise RecallError(
-            "PostgreSQL needs the postgres extra: pip install 'langgraph-recall[postgres]'",
-            code="database",
-        ) from exc
+        raise postgres_extra_missing() from exc
     try:
         conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
     except Exception as exc:

@@ -404,50 +404,37 @@ class DurableTools(ToolSet):
                     return failed_message(claim.action, call)
                 yield from _steps.take_asks_again(request, claim.action)
                 return (yield Io(from_record, (store, claim.action, call)))
+            action = claim.action
             if claim.status == "claimed":
                 fault_point("tool_claimed")  # intent recorded, the tool not started
-                return (
-                    yield from self._run(
-                        store,
-                        request,
-                        handler,
-                        claim.action,
-                        args,
-                        verdict,
-                        agent_id,
-                        flush_later,
-                        ride,
-                        given,
-                    )
+            elif klass == "external" or action.args_digest != digest:
+                # In doubt (an earlier attempt started and never reported back), and not safe
+                # to run again.
+                if klass != "external" or self.resolver is None:
+                    return in_doubt_message(action, call)
+                end = yield Resolve(self.resolver, action)
+                if end is None:
+                    return in_doubt_message(action, call)
+                yield Io(_steps.record_resolution, (store, action, end))
+                if end.outcome == "done":
+                    settled = yield Io(store.action, (action_id,))
+                    return (yield Io(from_record, (store, settled, call)))
+                continue  # "not_done": claim again (a new attempt under the same key)
+            # Claimed now; or in doubt and safe to repeat: the same attempt, with the same key.
+            return (
+                yield from self._run(
+                    store,
+                    request,
+                    handler,
+                    action,
+                    args,
+                    verdict,
+                    agent_id,
+                    flush_later,
+                    ride,
+                    given,
                 )
-            # In doubt: an earlier attempt started and never reported back.
-            action = claim.action
-            if klass != "external" and action.args_digest == digest:
-                # Safe to repeat: run it again, same attempt, same key.
-                return (
-                    yield from self._run(
-                        store,
-                        request,
-                        handler,
-                        action,
-                        args,
-                        verdict,
-                        agent_id,
-                        flush_later,
-                        ride,
-                        given,
-                    )
-                )
-            if klass != "external" or self.resolver is None:
-                return in_doubt_message(action, call)
-            end = yield Resolve(self.resolver, action)
-            if end is None:
-                return in_doubt_message(action, call)
-            yield Io(_steps.record_resolution, (store, action, end))
-            if end.outcome == "done":
-                settled = yield Io(store.action, (action_id,))
-                return (yield Io(from_record, (store, settled, call)))
-            # "not_done": claim again (a new attempt under the same key)
+            )
         return in_doubt_message(action, call)
 
     def _planned(
