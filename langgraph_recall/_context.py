@@ -6,9 +6,6 @@ way, here: ``agent_id`` is ``configurable["agent_id"]``, defaulting to the threa
 
 from __future__ import annotations
 
-import contextvars
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ._errors import RecallError
@@ -28,10 +25,6 @@ except ImportError:  # pragma: no cover
     CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
     CONFIG_KEY_DURABILITY = "__pregel_durability"
     CONFIG_KEY_RUNTIME = "__pregel_runtime"
-
-_given: contextvars.ContextVar[RecallStore | None] = contextvars.ContextVar(
-    "recall_given_store", default=None
-)
 
 
 def configurable(config: Any) -> dict[str, Any]:
@@ -65,28 +58,13 @@ def agent_id_of(config: Any) -> str:
     return agent
 
 
-@contextmanager
-def given_store(store: RecallStore | None) -> Iterator[None]:
-    """Inside: ``store_of`` finds ``store`` before the graph's (``RecallMiddleware(store=...)``
-    around its tool calls, which reach the durable engine and the recall tools)."""
-    if store is None:
-        yield
-        return
-    token = _given.set(store)
-    try:
-        yield
-    finally:
-        _given.reset(token)
-
-
 def store_of(config: Any = None, runtime: Any = None, store: Any = None) -> RecallStore:
-    """The RecallStore of the running graph: explicit, given around the call
-    (``given_store``), from the runtime, or from the config."""
+    """The RecallStore of the running graph: explicit, from the runtime, or from the config."""
     from langgraph.config import get_store
 
     from .store import RecallStore
 
-    candidates = [store, _given.get(), getattr(runtime, "store", None)]
+    candidates = [store, getattr(runtime, "store", None)]
     if config is not None:
         rt = configurable(config).get(CONFIG_KEY_RUNTIME)
         candidates.append(getattr(rt, "store", None))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from ._briefing import build_briefing, is_briefing_message
-from ._context import agent_id_of, given_store, store_of, thread_id_of
+from ._context import agent_id_of, store_of, thread_id_of
 from ._errors import RecallError
 from ._hooks import _checkpointer_records, _latest_human_text, record_messages
 from ._recall_tools import recall_tools
@@ -201,17 +202,30 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Run the call through the durable-tools engine (once-only, approvals, in-doubt)."""
-        # store=: the calls and the recall tools find this store, not only the graph's.
-        with given_store(self.store):
-            if self._durable is None:
-                return handler(request)
-            return self._durable.wrap_tool_call(request, handler)
+        request = self._with_store(request)
+        if self._durable is None:
+            return handler(request)
+        return self._durable.wrap_tool_call(request, handler)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        with given_store(self.store):
-            if self._durable is None:
-                return await handler(request)
-            return await self._durable.awrap_tool_call(request, handler)
+        request = self._with_store(request)
+        if self._durable is None:
+            return await handler(request)
+        return await self._durable.awrap_tool_call(request, handler)
+
+    def _with_store(self, request: Any) -> Any:
+        """With ``store=``, the call's runtime carries that store: the durable engine and the
+        recall tools (given the runtime) find it, even in an agent compiled without one. On
+        this call's runtime only: a graph the tool runs keeps its own store."""
+        runtime = getattr(request, "runtime", None)
+        if (
+            self.store is None
+            or runtime is None
+            or not dataclasses.is_dataclass(runtime)
+            or getattr(runtime, "store", None) is self.store
+        ):
+            return request
+        return request.override(runtime=dataclasses.replace(runtime, store=self.store))  # type: ignore[type-var]
 
 
 def _state_messages(state: Any, key: str) -> list[BaseMessage]:

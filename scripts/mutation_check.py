@@ -1610,9 +1610,9 @@ MUTATIONS = [
     Mutation(
         "middleware_given_store",
         "RecallMiddleware(store=...) serves its tool calls and the recall tools",
-        "langgraph_recall/_context.py",
-        '    candidates = [store, _given.get(), getattr(runtime, "store", None)]\n',
-        '    candidates = [store, getattr(runtime, "store", None)]\n',
+        "langgraph_recall/_middleware.py",
+        "        return request.override(runtime=dataclasses.replace(runtime, store=self.store))  # type: ignore[type-var]\n",
+        "        return request\n",
         ("tests/test_middleware.py::-k::given_to_the_middleware",),
     ),
     Mutation(
