@@ -1627,10 +1627,8 @@ MUTATIONS = [
         "decided_leaves_the_tools_answer",
         "a decided approval alone in its task leaves a resume that is not an approval's alone",
         "langgraph_recall/tools/_approval.py",
-        "                if task_pad is None or not _is_approval_answer(\n"
-        "                    task_pad.get_null_resume(False), action_id\n"
-        "                ):\n",
-        "                if task_pad is None:\n",
+        "                if not _is_approval_answer(task_pad.get_null_resume(False), action_id):\n",
+        "                if task_pad.get_null_resume(False) is None:\n",
         ("tests/test_tools_approval.py::-k::answer_after_update_state and sqlite",),
     ),
     Mutation(
@@ -1640,6 +1638,15 @@ MUTATIONS = [
         "    if answer.action_id is not None and answer.action_id != action_id:\n",
         "    if False:\n",
         ("tests/test_tools_approval.py::-k::for_another_action and sqlite",),
+    ),
+    Mutation(
+        "decided_takes_only_approval_answers",
+        "a decided approval takes back only answers to an approval, none of its tool's own",
+        "langgraph_recall/tools/_approval.py",
+        "                if not _is_approval_answer(task_pad.resume[position], action_id):\n"
+        "                    break\n",
+        "                pass\n",
+        ("tests/test_tools_approval.py::-k::takes_none_of and sqlite",),
     ),
     Mutation(
         "same_holder_live_new_epoch",

@@ -429,3 +429,65 @@ def test_the_tools_own_question_gets_its_answer_after_update_state(
     # The decided approval took "savings" as an answer to itself and failed the run, every time.
     _go(graph, Command(resume="savings"), config, use_async)
     assert _accounts(effects) == ["savings"]
+
+
+def _two_question_graph(store: Any, effects: str, layout: str) -> Any:
+    """pay, gated, asks "which account?" then "memo?"; "ordered": beside a sibling call in one
+    task (the ordered questions), else alone in its task."""
+    from fix_tools import build_graph, record_effect
+    from langchain_core.tools import tool
+    from langgraph.types import interrupt
+
+    from langgraph_recall.testing import call, reply
+    from langgraph_recall.tools import DurableToolNode
+
+    @tool
+    def pay(amount: int, to: str) -> str:
+        """Pay someone."""
+        account = interrupt({"question": "which account?"})
+        memo = interrupt({"question": "memo?"})
+        record_effect(effects, what="pay", amount=amount, to=to, account=account, memo=memo)
+        return "paid"
+
+    @tool
+    def note(text: str) -> str:
+        """Take a note."""
+        return "noted"
+
+    calls = [call("pay", amount=10, to="alice")]
+    if layout == "ordered":
+        calls.append(call("note", text="x"))
+    node = DurableToolNode([pay, note], classes={"pay": "external", "note": "pure"}, approve="pay")
+    return build_graph(
+        node,
+        [reply("", *calls), reply("done")],
+        store=store,
+        checkpointer=store.checkpointer(),
+        layout="node" if layout == "ordered" else layout,
+    )
+
+
+@pytest.mark.parametrize("decided", ["then update_state", "through the store"])
+@pytest.mark.parametrize("layout", ["send", "node", "ordered"])
+def test_a_decided_approval_takes_none_of_the_tools_answers(
+    store, tmp_path, layout, decided
+) -> None:
+    effects = str(tmp_path / "e.log")
+    graph = _two_question_graph(store, effects, layout)
+    config = {"configurable": {"thread_id": "two"}}
+    out = graph.invoke({"messages": [HumanMessage("pay")]}, config)
+    if decided == "through the store":  # an operator's UI records it; the run goes on
+        request = out["__interrupt__"][0].value
+        store.record_decision("two", request["action_id"], "approve", args_digest=request["digest"])
+    else:
+        graph.invoke(Command(resume={"type": "approve"}), config)
+        ai = [m for m in graph.get_state(config).values["messages"] if isinstance(m, AIMessage)]
+        graph.update_state(config, {"messages": [ai[-1]]}, as_node="agent")  # a new task
+    out = graph.invoke(None, config)
+    assert out["__interrupt__"][0].value == {"question": "which account?"}
+    out = graph.invoke(Command(resume="savings"), config)
+    assert out["__interrupt__"][0].value == {"question": "memo?"}
+    graph.invoke(Command(resume="rent"), config)
+    # The approval, which asked nothing in this task, took "savings" as its own answer: the
+    # payment went out with account "rent", and "memo?" was asked twice.
+    assert [(e["account"], e["memo"]) for e in read_effects(effects)] == [("savings", "rent")]

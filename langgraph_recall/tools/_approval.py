@@ -188,22 +188,25 @@ def approval_step(
     while True:
         resumed = False  # the answer taken is the run's resume, not one the task holds
         if not needs_answer:
+            # Decided: take back the answers this call's asking took in this task, and no
+            # other. Which they are is not on record, so each is looked at before it is taken:
+            # only an answer to an approval can be one of them. The task's first answers are
+            # not its own when it did not ask in this task (after update_state or a fork,
+            # which start the task afresh, or decided through the store): taking the tool's
+            # first answer handed the tool's next question that one's answer, or failed the
+            # run for good (a lone call validated it as an approval's answer).
             task_pad = order.pad if order is not None else pad
-            held = (
-                order.turns.holds(order.pad)
-                if order is not None
-                else pad is not None and taken < len(pad.resume)
-            )
-            if not held:
-                # Decided, and the task holds no more answers. The run's resume is this call's
-                # own only if it answers an approval (the process died after recording the
-                # decision, before saving the task's answers); anything else is for a later
-                # question (the tool's own, after update_state or a fork, which start the task
-                # afresh): taking it failed the run for good (a lone call validated it as an
-                # approval's answer), or had that question asked again.
-                if task_pad is None or not _is_approval_answer(
-                    task_pad.get_null_resume(False), action_id
-                ):
+            position = order.turns.position if order is not None else taken
+            if task_pad is None:
+                break
+            if position < len(task_pad.resume):
+                if not _is_approval_answer(task_pad.resume[position], action_id):
+                    break
+            else:
+                # The task holds no more answers. The run's resume is this call's own only if
+                # it answers an approval (the process died after recording the decision,
+                # before saving the task's answers); anything else is for a later question.
+                if not _is_approval_answer(task_pad.get_null_resume(False), action_id):
                     break
                 resumed = True
         try:
