@@ -1568,7 +1568,7 @@ MUTATIONS = [
         "bound_check_keyed",
         "create_agent: a call a middleware listed after RecallMiddleware changed is refused",
         "langgraph_recall/tools/_keys.py",
-        "            bound.check(self.name, args, model_fields_only=True)\n",
+        "            bound.check(self.name, args)\n",
         "            pass\n",
         ("tests/test_tools_bound.py::-k::listed_after_recall and sqlite",),
     ),
@@ -1647,6 +1647,14 @@ MUTATIONS = [
         "                    break\n",
         "                pass\n",
         ("tests/test_tools_approval.py::-k::takes_none_of and sqlite",),
+    ),
+    Mutation(
+        "bound_model_part",
+        "only the arguments the model gives are compared, not what ToolNode injects",
+        "langgraph_recall/tools/_bound.py",
+        "        if all(k in keys for k in args):\n",
+        "        if True:\n",
+        ("tests/test_tools_bound.py::-k::injects and sqlite",),
     ),
     Mutation(
         "same_holder_live_new_epoch",

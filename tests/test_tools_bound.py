@@ -10,14 +10,16 @@ does with a reviewer's edit kept in the state) ran ``pay(9999, mallory)`` on a "
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from fix_tools import build_graph, pay_tool, read_effects
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.tools import ToolRuntime
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 
 from langgraph_recall import RecallError, RecallMiddleware, RecallStore
@@ -195,3 +197,70 @@ def test_a_reviewer_edit_from_middleware_listed_after_recall_is_refused(
     assert sent == []
     assert _tool_message(out).artifact["recall"]["code"] == "args_changed"
     assert [(a.args, a.status) for a in store.actions("after")] == [({"amount": 10}, "not_done")]
+
+
+def _lookup_agent(store: RecallStore, fn: Any, schema: Any) -> Any:
+    from langchain_core.tools import StructuredTool
+
+    from langgraph_recall.testing import ScriptedChatModel
+
+    lookup = StructuredTool.from_function(
+        func=fn, name="lookup", description="Weather.", args_schema=schema
+    )
+    model = ScriptedChatModel([reply("", call("lookup", city="Paris")), reply("done")])
+    return create_agent(
+        model,
+        [lookup],
+        middleware=[RecallMiddleware(classes={"lookup": "idempotent"})],
+        checkpointer=store.checkpointer(),
+        store=store,
+    )
+
+
+@pytest.mark.parametrize("injected", ["runtime", "state"])
+def test_what_toolnode_injects_is_not_compared(store: RecallStore, injected: str) -> None:
+    # A JSON-schema args_schema says nothing pydantic can read: the injected state or runtime
+    # was compared as if the model had given it (refused as args_changed, or failing the run
+    # on a digest of a CallbackManager).
+    ran: list[str] = []
+
+    def with_runtime(city: str, runtime: ToolRuntime) -> str:
+        ran.append(city)
+        return "sunny"
+
+    def with_state(city: str, state: Annotated[dict, InjectedState]) -> str:
+        ran.append(city)
+        return "sunny"
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    agent = _lookup_agent(store, with_runtime if injected == "runtime" else with_state, schema)
+    agent.invoke({"messages": [HumanMessage("weather?")]}, {"configurable": {"thread_id": "i"}})
+    assert ran == ["Paris"] and [a.status for a in store.actions("i")] == ["done"]
+
+
+def test_arguments_the_tool_refuses_reach_it_and_the_model_hears_why(store: RecallStore) -> None:
+    # An extra key and a bad value: the tool's own validation error, as without the durable
+    # wrapper, not a refusal blaming a middleware.
+    sent: list[int] = []
+
+    @tool
+    def pay(amount: int, to: str) -> str:
+        """Pay someone."""
+        sent.append(amount)
+        return "paid"
+
+    from langgraph_recall.testing import ScriptedChatModel
+
+    model = ScriptedChatModel([reply("", call("pay", amount="ten", to="a", memo="x")), reply("ok")])
+    agent = create_agent(
+        model,
+        [pay],
+        middleware=[RecallMiddleware(classes={"pay": "external"})],
+        checkpointer=store.checkpointer(),
+        store=store,
+    )
+    out = agent.invoke({"messages": [HumanMessage("pay")]}, {"configurable": {"thread_id": "v"}})
+    message = _tool_message(out)
+    assert sent == [] and message.status == "error"
+    assert "valid integer" in str(message.content)
+    assert [a.status for a in store.actions("v")] == ["failed"]

@@ -27,44 +27,48 @@ _current: contextvars.ContextVar[BoundCall | None] = contextvars.ContextVar(
 
 
 class BoundCall:
-    """What a durable attempt recorded: the tool, the digest of its canonical arguments, and
-    the arguments' text as handed down (so an unchanged call is told apart cheaply)."""
+    """What a durable attempt recorded: the tool, its canonical arguments, and the given
+    arguments' text as handed down (so an unchanged call is told apart cheaply).
 
-    __slots__ = ("digest", "gated", "injected", "refused", "schema", "text", "tool")
+    Only the arguments the model gives are compared: the tool's model-facing fields (or, for a
+    schema that does not say, the keys the call was recorded with). What ToolNode injects
+    (state, store, runtime) is not the call's, and a key the tool does not take is dropped
+    before it runs anyway.
+    """
+
+    __slots__ = ("args", "gated", "injected", "keys", "refused", "schema", "text", "tool")
 
     def __init__(
         self,
         tool: str,
-        digest: str,
+        args: Mapping[str, Any],
         text: str | None,
         schema: Any,
         injected: frozenset[str],
         gated: bool,
     ) -> None:
         self.tool = tool
-        self.digest = digest
+        self.args = args
         self.text = text
         self.schema = schema
         self.injected = injected
         self.gated = gated
+        self.keys = _model_keys(schema)
         # Set when a check refused the call: the durable wrapper reads it, whatever a wrapper
         # in between (or ToolNode's handle_tool_errors) made of the exception.
         self.refused: RecallError | None = None
 
-    def check(self, name: str, args: Any, *, model_fields_only: bool = False) -> None:
+    def check(self, name: str, args: Any) -> None:
         """Raise unless ``name(args)`` is the recorded call: ``ApprovalMismatch`` for an
-        approved call, else ``RecallError`` with code ``args_changed``.
-
-        ``model_fields_only``: ``args`` carry injected values too (a tool's invocation input):
-        only the fields the model sees are compared.
-        """
+        approved call, else ``RecallError`` with code ``args_changed``."""
         if self.refused is not None:  # a retrying wrapper: refused again, never run
             raise self.refused
         if name == self.tool and isinstance(args, Mapping):
-            given = _model_facing(self.schema, args) if model_fields_only else args
+            given = self._model_part(args)
             if self.text is not None and given_text(given) == self.text:
                 return
-            if args_digest(name, canonical_args(self.schema, given, self.injected)) == self.digest:
+            ran = args_digest(name, canonical_args(self.schema, given, self.injected))
+            if ran == args_digest(name, self._model_part(self.args)):
                 return
         what = "approved and recorded" if self.gated else "recorded"
         error = ApprovalMismatch if self.gated else RecallError
@@ -80,6 +84,12 @@ class BoundCall:
         )
         raise self.refused
 
+    def _model_part(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
+        keys = self.keys if self.keys is not None else self.args
+        if all(k in keys for k in args):
+            return args
+        return {k: v for k, v in args.items() if k in keys}
+
 
 def current_bound() -> BoundCall | None:
     """The recorded call of the durable attempt running now (None outside one, or pure)."""
@@ -94,8 +104,11 @@ def reset_bound(token: contextvars.Token[BoundCall | None]) -> None:
     _current.reset(token)
 
 
-def _model_facing(schema: Any, args: Mapping[str, Any]) -> Mapping[str, Any]:
-    fields = getattr(schema, "model_fields", None)
-    if not isinstance(fields, Mapping):
-        return args
-    return {k: v for k, v in args.items() if k in fields}
+def _model_keys(schema: Any) -> frozenset[str] | None:
+    """The names of the arguments the model gives, from the tool's model-facing schema."""
+    fields = getattr(schema, "model_fields", None) or getattr(schema, "__fields__", None)
+    if isinstance(fields, Mapping):
+        return frozenset(fields)
+    if isinstance(schema, Mapping) and isinstance(schema.get("properties"), Mapping):
+        return frozenset(schema["properties"])
+    return None

@@ -481,7 +481,7 @@ class DurableTools(ToolSet):
         schema, injected = self._schema(request.tool)
         bound = BoundCall(
             call["name"],
-            action.args_digest,
+            args,
             None if edited else given,
             schema,
             injected,

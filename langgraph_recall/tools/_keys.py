@@ -124,7 +124,7 @@ class KeyedTool(BaseTool):
         bound = current_bound()
         if bound is not None and isinstance(tool_input, dict):
             args = tool_input.get("args") if tool_input.get("type") == "tool_call" else tool_input
-            bound.check(self.name, args, model_fields_only=True)
+            bound.check(self.name, args)
         if not self.params:
             return tool_input
         key = current_idempotency_key()
