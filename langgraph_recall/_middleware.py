@@ -12,7 +12,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from ._briefing import build_briefing, is_briefing_message
+from ._briefing import RECALL_TOOL_NAMES, build_briefing, is_briefing_message
 from ._context import agent_id_of, store_of, thread_id_of
 from ._errors import RecallError
 from ._hooks import _checkpointer_records, _latest_human_text, record_messages
@@ -104,6 +104,7 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self._durable = _durable_tools(
             self.classes, self.approve, resolver, self.undo, messages_key
         )
+        self._durable.store = store
 
     # --- where the records are ------------------------------------------------------------
 
@@ -214,15 +215,17 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         return await self._durable.awrap_tool_call(request, handler)
 
     def _with_store(self, request: Any) -> Any:
-        """With ``store=``, the call's runtime carries that store: the durable engine and the
-        recall tools (given the runtime) find it, even in an agent compiled without one. On
-        this call's runtime only: a graph the tool runs keeps its own store."""
+        """With ``store=``, the recall tools' runtime carries that store (they find it there,
+        in an agent compiled with another store or none). Only theirs: another tool's runtime
+        keeps the agent's own store, which it may use for its own data. The durable engine is
+        given the store itself (``DurableTools.store``)."""
         runtime = getattr(request, "runtime", None)
         if (
             self.store is None
             or runtime is None
             or not dataclasses.is_dataclass(runtime)
             or getattr(runtime, "store", None) is self.store
+            or (request.tool_call or {}).get("name") not in RECALL_TOOL_NAMES
         ):
             return request
         return request.override(runtime=dataclasses.replace(runtime, store=self.store))  # type: ignore[type-var]

@@ -1643,7 +1643,7 @@ MUTATIONS = [
         "decided_takes_only_approval_answers",
         "a decided approval takes back only answers to an approval, none of its tool's own",
         "langgraph_recall/tools/_approval.py",
-        "                if not _is_approval_answer(task_pad.resume[position], action_id):\n"
+        "                if not _is_approval_answer(task_pad.resume[position]):\n"
         "                    break\n",
         "                pass\n",
         ("tests/test_tools_approval.py::-k::takes_none_of and sqlite",),
@@ -1655,6 +1655,30 @@ MUTATIONS = [
         "        if all(k in keys for k in args):\n",
         "        if True:\n",
         ("tests/test_tools_bound.py::-k::injects and sqlite",),
+    ),
+    Mutation(
+        "held_answer_of_any_action",
+        "a decided approval takes back a held answer naming another action (it took it)",
+        "langgraph_recall/tools/_approval.py",
+        "                if not _is_approval_answer(task_pad.resume[position]):\n",
+        "                if not _is_approval_answer(task_pad.resume[position], action_id):\n",
+        ("tests/test_tools_approval.py::-k::naming_a_sibling and sqlite",),
+    ),
+    Mutation(
+        "middleware_store_recall_tools_only",
+        "RecallMiddleware(store=...) leaves the agent's own store to tools other than its own",
+        "langgraph_recall/_middleware.py",
+        '            or (request.tool_call or {}).get("name") not in RECALL_TOOL_NAMES\n',
+        "",
+        ("tests/test_middleware.py::-k::own_store_to_its_tools and sqlite",),
+    ),
+    Mutation(
+        "middleware_store_durable_engine",
+        "RecallMiddleware(store=...) is where its durable calls are recorded",
+        "langgraph_recall/_middleware.py",
+        "        self._durable.store = store\n",
+        "",
+        ("tests/test_middleware.py::-k::own_store_to_its_tools and sqlite",),
     ),
     Mutation(
         "same_holder_live_new_epoch",

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fix_agents import TaskModel, config, task_tools
 from langchain.agents import create_agent
+from langchain.tools import ToolRuntime
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -331,3 +332,38 @@ def test_approve_none_means_no_tool_needs_approval(store: RecallStore) -> None:
     agent, _ = _pay_agent(store, sent, amount=3, approve=None)
     agent.invoke({"messages": [HumanMessage("pay")]}, config("t-none", "none"))
     assert sent == [3]
+
+
+def test_the_store_given_to_the_middleware_leaves_the_agents_own_store_to_its_tools(
+    store: RecallStore,
+) -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    app_store = InMemoryStore()
+    app_store.put(("prefs", "u1"), "color", {"value": "blue"})
+
+    @tool
+    def favourite_color(user: str, runtime: ToolRuntime) -> str:
+        """The user's favourite colour."""
+        item = runtime.store.get(("prefs", user), "color")
+        return item.value["value"] if item else "unknown"
+
+    model = ScriptedChatModel(
+        [
+            reply("", call("favourite_color", user="u1"), call("milestone", text="asked")),
+            reply("ok"),
+        ]
+    )
+    agent = create_agent(
+        model,
+        [favourite_color],
+        middleware=[RecallMiddleware(classes={"favourite_color": "idempotent"}, store=store)],
+        checkpointer=InMemorySaver(),
+        store=app_store,
+    )
+    out = agent.invoke({"messages": [HumanMessage("colour?")]}, config("t-own", "own"))
+    # The tool read the app's store (it got "unknown" from the RecallStore); the durable call
+    # and the recall tool recorded in the store given.
+    assert [m.content for m in out["messages"] if m.type == "tool"][0] == "blue"
+    assert [a.status for a in store.actions("own")] == ["done"]
+    assert store.working_state("own")["last_milestone"] == "asked"

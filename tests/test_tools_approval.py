@@ -491,3 +491,34 @@ def test_a_decided_approval_takes_none_of_the_tools_answers(
     # The approval, which asked nothing in this task, took "savings" as its own answer: the
     # payment went out with account "rent", and "memo?" was asked twice.
     assert [(e["account"], e["memo"]) for e in read_effects(effects)] == [("savings", "rent")]
+
+
+def test_an_answer_sent_back_for_naming_a_sibling_stays_with_the_call_it_was_given_to(
+    store, tmp_path
+) -> None:
+    """Two gated calls in one task: an answer to A naming B's action is sent back; on later
+    runs A must still take it back as its own, or every answer after it shifts by one (B's
+    "no" was answered with that old "yes", and bob was paid)."""
+    from fix_tools import build_graph, pay_tool
+
+    from langgraph_recall.testing import call, reply
+    from langgraph_recall.tools import DurableToolNode
+    from langgraph_recall.tools._canonical import action_key
+
+    effects = str(tmp_path / "e.log")
+    node = DurableToolNode([pay_tool(effects)], classes={"pay": "external"}, approve=("pay",))
+    script = [reply("", call("pay", amount=10, to="alice"), call("pay", amount=20, to="bob"))]
+    graph = build_graph(
+        node, [*script, reply("done")], store=store, checkpointer=store.checkpointer()
+    )
+    config = {"configurable": {"thread_id": "ab"}}
+    graph.invoke({"messages": [HumanMessage("pay")]}, config)
+    ai = [m for m in graph.get_state(config).values["messages"] if isinstance(m, AIMessage)][-1]
+    b_id = action_key("ab", str(ai.id), str(ai.tool_calls[1]["id"]), "pay")
+    out = graph.invoke(Command(resume={"type": "approve", "action_id": b_id}), config)
+    assert "given for action" in out["__interrupt__"][0].value["problem"]
+    out = graph.invoke(Command(resume={"type": "approve"}), config)
+    assert out["__interrupt__"][0].value["action_id"] == b_id
+    graph.invoke(Command(resume={"type": "reject", "message": "not bob"}), config)
+    assert _paid(effects) == [(10, "alice")]
+    assert store.latest_decision(b_id).decision == "reject"

@@ -200,7 +200,9 @@ def approval_step(
             if task_pad is None:
                 break
             if position < len(task_pad.resume):
-                if not _is_approval_answer(task_pad.resume[position], action_id):
+                # Any answer to an approval, this call's or not: one naming another action,
+                # held here, was taken by this call's asking (and sent back with a problem).
+                if not _is_approval_answer(task_pad.resume[position]):
                     break
             else:
                 # The task holds no more answers. The run's resume is this call's own only if
@@ -322,15 +324,15 @@ def _problem(
 _ANSWER: TypeAdapter[Any] = TypeAdapter(ApprovalAnswer)
 
 
-def _is_approval_answer(value: Any, action_id: str) -> bool:
-    """Whether ``value`` (a run's resume) answers this approval request."""
+def _is_approval_answer(value: Any, action_id: str | None = None) -> bool:
+    """Whether ``value`` answers an approval request (with ``action_id``: this one)."""
     if value is None:
         return False
     try:
         answer = parse_answer(_ANSWER.validate_python(value))
     except Exception:
         return False
-    return answer.action_id is None or answer.action_id == action_id
+    return action_id is None or answer.action_id is None or answer.action_id == action_id
 
 
 def _unusable(name: str, action_id: str, why: str) -> RecallError:

@@ -106,7 +106,9 @@ def reset_bound(token: contextvars.Token[BoundCall | None]) -> None:
 
 def _model_keys(schema: Any) -> frozenset[str] | None:
     """The names of the arguments the model gives, from the tool's model-facing schema."""
-    fields = getattr(schema, "model_fields", None) or getattr(schema, "__fields__", None)
+    fields = getattr(schema, "model_fields", None)
+    if fields is None:  # pydantic v1 (v2 warns on every read of __fields__, even when empty)
+        fields = getattr(schema, "__fields__", None)
     if isinstance(fields, Mapping):
         return frozenset(fields)
     if isinstance(schema, Mapping) and isinstance(schema.get("properties"), Mapping):

@@ -125,6 +125,8 @@ class DurableTools(ToolSet):
         check_resolver(resolver)
         super().__init__(tools, classes=classes, approve=approve, undo=undo)
         self.fill_key_params = fill_key_params
+        # The store to record in when the graph's is not one (``RecallMiddleware(store=...)``).
+        self.store: RecallStore | None = None
         self.resolver = resolver
         self.messages_key = messages_key
         self.durable_timeout = check_timeout("durable_timeout", durable_timeout)
@@ -294,7 +296,7 @@ class DurableTools(ToolSet):
         if klass == "pure" and not gated:
             return (yield Execute(handler, self._keyed(request, action_id), action_id))
 
-        store = store_of(config, runtime)
+        store = store_of(config, runtime, self.store)
         self.register_undo(store)
         args, digest, given = self._canonical(action_id, name, tool, call.get("args"))
 
