@@ -1283,7 +1283,7 @@ MUTATIONS = [
         "            break\n",
         (
             "tests/test_tools_parallel.py::-k::sent_back",
-            "tests/test_tools_approval.py::-k::after_the_approval_was_asked_again and sqlite",
+            "tests/test_tools_approval.py::-k::takes_back_the_answers_it_sent_back and sqlite",
         ),
     ),
     Mutation(
@@ -1629,7 +1629,7 @@ MUTATIONS = [
         "langgraph_recall/tools/_approval.py",
         "                if not _is_approval_answer(task_pad.get_null_resume(False), action_id):\n",
         "                if task_pad.get_null_resume(False) is None:\n",
-        ("tests/test_tools_approval.py::-k::answer_after_update_state and sqlite",),
+        ("tests/test_tools_approval.py::-k::takes_none_of and through and sqlite",),
     ),
     Mutation(
         "misaddressed_answer_asked_again",
@@ -1657,14 +1657,6 @@ MUTATIONS = [
         ("tests/test_tools_bound.py::-k::injects and sqlite",),
     ),
     Mutation(
-        "held_answer_of_any_action",
-        "a decided approval takes back a held answer naming another action (it took it)",
-        "langgraph_recall/tools/_approval.py",
-        "                if not _is_approval_answer(task_pad.resume[position]):\n",
-        "                if not _is_approval_answer(task_pad.resume[position], action_id):\n",
-        ("tests/test_tools_approval.py::-k::naming_a_sibling and sqlite",),
-    ),
-    Mutation(
         "middleware_store_recall_tools_only",
         "RecallMiddleware(store=...) leaves the agent's own store to tools other than its own",
         "langgraph_recall/_middleware.py",
@@ -1679,6 +1671,22 @@ MUTATIONS = [
         "        self._durable.store = store\n",
         "",
         ("tests/test_middleware.py::-k::own_store_to_its_tools and sqlite",),
+    ),
+    Mutation(
+        "decision_keeps_its_task",
+        "a decision takes back its answers only in the task it was asked in",
+        "langgraph_recall/tools/_approval.py",
+        "                if latest.task_id != task_id or taken >= (latest.asked or 0):\n",
+        "                if taken >= (latest.asked or 0):\n",
+        ("tests/test_tools_approval.py::-k::shaped_like and sqlite",),
+    ),
+    Mutation(
+        "decision_keeps_its_count",
+        "a decision takes back exactly as many answers as its asking took",
+        "langgraph_recall/tools/_approval.py",
+        "        if exact:\n            continue\n",
+        "        if exact:\n            break\n",
+        ("tests/test_tools_approval.py::-k::after_the_approval_was_asked_again and sqlite",),
     ),
     Mutation(
         "same_holder_live_new_epoch",

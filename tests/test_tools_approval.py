@@ -522,3 +522,43 @@ def test_an_answer_sent_back_for_naming_a_sibling_stays_with_the_call_it_was_giv
     graph.invoke(Command(resume={"type": "reject", "message": "not bob"}), config)
     assert _paid(effects) == [(10, "alice")]
     assert store.latest_decision(b_id).decision == "reject"
+
+
+@pytest.mark.parametrize("layout", ["send", "node"])
+def test_after_update_state_the_tools_question_gets_even_an_answer_shaped_like_an_approval(
+    store, tmp_path, layout
+) -> None:
+    # The decision keeps the task it was asked in and how many answers it took: in the new
+    # task update_state starts, it takes none, whatever the answers look like.
+    effects = str(tmp_path / "e.log")
+    graph = _asking_pay_graph(store, effects, layout)
+    config = {"configurable": {"thread_id": f"shaped-{layout}"}}
+    graph.invoke({"messages": [HumanMessage("pay")]}, config)
+    graph.invoke(Command(resume={"type": "approve"}), config)
+    ai = [m for m in graph.get_state(config).values["messages"] if isinstance(m, AIMessage)][-1]
+    graph.update_state(config, {"messages": [ai]}, as_node="agent")
+    out = graph.invoke(None, config)
+    assert out["__interrupt__"][0].value == {"question": "which account?"}
+    graph.invoke(Command(resume={"type": "approve"}), config)
+    assert _accounts(effects) == [{"type": "approve"}]
+
+
+def test_an_approval_decided_through_the_store_takes_back_the_answers_it_sent_back(
+    store, tmp_path
+) -> None:
+    # Nothing on record says how many answers it took; the ones sent back with a problem are
+    # the only ones it can have taken, and the tool's question must not get them.
+    effects = str(tmp_path / "e.log")
+    graph = _asking_pay_graph(store, effects, "send")
+    config = {"configurable": {"thread_id": "operator"}}
+    out = graph.invoke({"messages": [HumanMessage("pay")]}, config)
+    out = graph.invoke(Command(resume={"type": "edit", "args": {"amount": "ten"}}), config)
+    request = out["__interrupt__"][0].value
+    assert request.get("problem")
+    store.record_decision(
+        "operator", request["action_id"], "approve", args_digest=request["digest"]
+    )
+    out = graph.invoke(None, config)
+    assert out["__interrupt__"][0].value == {"question": "which account?"}
+    graph.invoke(Command(resume="savings"), config)
+    assert _accounts(effects) == ["savings"]

@@ -480,12 +480,14 @@ def _approval(r: Sequence[Any]) -> Approval:
         message=r[7],
         signature=r[8],
         created_at=r[9],
+        task_id=r[10],
+        asked=None if r[11] is None else int(r[11]),
     )
 
 
 _APPROVAL_COLS = (
     "approval_id, agent_id, action_id, decision, args_type, args, args_digest, message, "
-    "signature, created_at"
+    "signature, created_at, task_id, asked"
 )
 
 
@@ -499,6 +501,8 @@ def record_decision(
     args: Any = None,
     args_digest: str | None = None,
     message: str | None = None,
+    task_id: str | None = None,
+    asked: int | None = None,
 ) -> Approval:
     if decision not in ("requested", "approve", "reject"):
         raise RecallError(f"unknown decision {decision!r}", code="invalid_value")
@@ -507,8 +511,21 @@ def record_decision(
     atype, adata = (None, None) if args is None else dumps_typed(args)
     sig = _sign(secret, agent_id, action_id, decision, args_digest)
     tx.run(
-        f"INSERT INTO recall_approvals ({_APPROVAL_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {{now}})",
-        (approval_id, agent_id, action_id, decision, atype, adata, args_digest, message, sig),
+        f"INSERT INTO recall_approvals ({_APPROVAL_COLS}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {now}, ?, ?)",
+        (
+            approval_id,
+            agent_id,
+            action_id,
+            decision,
+            atype,
+            adata,
+            args_digest,
+            message,
+            sig,
+            task_id,
+            asked,
+        ),
     )
     return latest_decision(tx, action_id)  # type: ignore[return-value]
 

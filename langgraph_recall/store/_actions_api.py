@@ -210,8 +210,13 @@ class ActionsAPI(StoreBase):
         args: Any = None,
         args_digest: str | None = None,
         message: str | None = None,
+        task_id: str | None = None,
+        asked: int | None = None,
     ) -> Approval:
-        """Record a request or a decision for an action, signed over agent, action and digest."""
+        """Record a request or a decision for an action, signed over agent, action and digest.
+
+        ``task_id`` and ``asked``: the LangGraph task a person's answer came in and how many
+        answers that asking took (the approval protocol's own; leave them out)."""
         with self._db.tx(write=True) as tx:
             return _actions.record_decision(
                 tx,
@@ -222,6 +227,8 @@ class ActionsAPI(StoreBase):
                 args=args,
                 args_digest=args_digest,
                 message=message,
+                task_id=task_id,
+                asked=asked,
             )
 
     async def arecord_decision(

@@ -110,6 +110,11 @@ class Approval:
     message: str | None
     signature: str
     created_at: float
+    # The LangGraph task the decision's question was asked in, and how many answers that
+    # asking took (its answers sent back with a problem, then the decision): None for a
+    # request, a decision recorded through the store, or one written before schema v7.
+    task_id: str | None = None
+    asked: int | None = None
 
 
 @dataclass(frozen=True)

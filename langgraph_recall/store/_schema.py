@@ -528,6 +528,10 @@ MIGRATIONS: list[list[Step]] = [
     # v6 (SQLite only): items keep their rowid through a dump and restore (see
     # ``_items_keep_their_rowid``). PostgreSQL's index is on each row's own text.
     [{"sqlite": _items_keep_their_rowid(), "postgres": []}],
+    # v7: a decision made from a person's answer keeps the LangGraph task it was asked in and
+    # how many answers its asking took, so a later run of that task takes back exactly those
+    # (``tools/_approval``). Rows written before have neither.
+    [Columns("recall_approvals", (("task_id", "TEXT"), ("asked", "INT")))],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

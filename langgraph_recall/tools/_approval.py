@@ -46,6 +46,7 @@ from ..store import Approval, RecallStore
 from ._canonical import args_digest, canonical_args, edit_problem
 from ._drive import Io, Step, WaitTurn
 from ._order import asking_of, scratchpad_of, turns_for
+from ._steps import task_id_of
 
 
 class _Approve(TypedDict, total=False):
@@ -180,6 +181,11 @@ def approval_step(
     # Unordered (one call per task: create_agent, Send, a lone call), the approval is its
     # task's first question: its answers are the task's first ``taken``.
     pad = scratchpad_of(config) if order is None else None
+    task_id = order.task_id if order is not None else task_id_of(config)
+    # Decided by a person's answer: the task it was asked in and how many answers its asking
+    # took are on record, so a later run of that task takes back exactly those, and a run of
+    # another task (after update_state or a fork) none.
+    exact = not needs_answer and latest.asked is not None
     taken = 0
     asking: ApprovalRequest = request
     answer: Answer | None = None
@@ -199,7 +205,12 @@ def approval_step(
             position = order.turns.position if order is not None else taken
             if task_pad is None:
                 break
-            if position < len(task_pad.resume):
+            if exact:
+                if latest.task_id != task_id or taken >= (latest.asked or 0):
+                    break
+                if position >= len(task_pad.resume) and task_pad.get_null_resume(False) is None:
+                    break  # its answers are not all here: never move past those held
+            elif position < len(task_pad.resume):
                 # Any answer to an approval, this call's or not: one naming another action,
                 # held here, was taken by this call's asking (and sent back with a problem).
                 if not _is_approval_answer(task_pad.resume[position]):
@@ -235,6 +246,8 @@ def approval_step(
         taken += 1
         if order is not None:
             order.turns.took()
+        if exact:
+            continue
         if resumed:
             # Taken so that no later question gets it. After a crash that lost the task's
             # answers it is this call's own, already recorded; after update_state or a fork it
@@ -264,18 +277,19 @@ def approval_step(
         asking = {**request, "problem": problem}
 
     if answer is not None:
+        asked = {"task_id": task_id, "asked": taken}
         if answer.kind == "reject":
             if latest.decision != "reject":
                 latest = yield Io(
                     store.record_decision,
                     (agent_id, action_id, "reject"),
-                    {"message": answer.message},
+                    {"message": answer.message, **asked},
                 )
         elif needs_answer and answer.kind == "approve":
             latest = yield Io(
                 store.record_decision,
                 (agent_id, action_id, "approve"),
-                {"args_digest": answer.digest or latest.args_digest},
+                {"args_digest": answer.digest or latest.args_digest, **asked},
             )
         elif needs_answer and answer.kind == "edit":
             edited = canonical_args(schema, answer.args or {}, injected)
@@ -286,6 +300,7 @@ def approval_step(
                     "args": edited,
                     "args_digest": args_digest(name, edited),
                     "message": "edited by a person",
+                    **asked,
                 },
             )
     assert latest is not None

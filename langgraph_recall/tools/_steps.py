@@ -147,6 +147,9 @@ def abandon(store: RecallStore, agent_id: str, action: Action, gated: bool) -> N
                 args=latest.args,
                 args_digest=latest.args_digest,
                 message=f"carried over to the resume of attempt {action.attempt}",
+                # The resume is a later run of the same task: it takes back the same answers.
+                task_id=latest.task_id,
+                asked=latest.asked,
             )
 
 
