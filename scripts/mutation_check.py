@@ -1814,6 +1814,25 @@ MUTATIONS = [
         '            return "?", [value]\n',
         ("tests/test_store_bad_input.py::-k::beyond_64_bits",),
     ),
+    Mutation(
+        "no_truncate",
+        "PostgreSQL journals refuse TRUNCATE, which fires no row trigger",
+        "langgraph_recall/store/_schema.py",
+        "def _no_truncate_guard(table: str) -> list[str]:\n",
+        "def _no_truncate_guard(table: str) -> list[str]:\n    return []\n",
+        (
+            "tests/test_store_schema.py::test_postgres_journals_refuse_truncate",
+            "tests/test_store_schema.py::-k::gains_the_truncate_guard",
+        ),
+    ),
+    Mutation(
+        "verify_truncate",
+        "verify reports a PostgreSQL journal that lost its TRUNCATE guard",
+        "langgraph_recall/store/_verify.py",
+        '                if f"{t}_append_only" in names and f"{t}_no_truncate" in names\n',
+        '                if f"{t}_append_only" in names\n',
+        ("tests/test_store_schema.py::-k::gains_the_truncate_guard",),
+    ),
 ]
 
 

@@ -324,6 +324,53 @@ def test_the_database_refuses_update_and_delete_on_journals(store: RecallStore, 
     assert _count(store, table) == before
 
 
+@pytest.mark.postgres
+def test_postgres_journals_refuse_truncate(pg_store: RecallStore) -> None:
+    """TRUNCATE fires no row trigger: without a statement-level guard it empties a journal."""
+    _fill_every_journal(pg_store)
+    for table in sorted(JOURNALS):
+        before = _count(pg_store, table)
+        assert before >= 1
+        with pytest.raises(Exception, match="append-only") as err:
+            with pg_store._db.tx(write=True) as tx:
+                tx.run(f"TRUNCATE {table} CASCADE")
+        assert not isinstance(err.value, AssertionError)
+        assert _count(pg_store, table) == before
+    assert verify(pg_store).problems == []
+
+
+def _truncate_triggers(store: RecallStore) -> set[str]:
+    with store._db.tx() as tx:
+        rows = tx.all(  # this test's schema only: other tests share the database
+            "SELECT t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "WHERE c.relnamespace = current_schema()::regnamespace "
+            "AND t.tgname LIKE '%no_truncate'"
+        )
+    return {r[0] for r in rows}
+
+
+@pytest.mark.postgres
+def test_a_v7_postgres_store_gains_the_truncate_guard_and_verify_asks_for_it(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as old_code:
+        old_code.setattr(_db, "MIGRATIONS", MIGRATIONS[:7])
+        old_code.setattr(_db, "SCHEMA_VERSION", 7)
+        with RecallStore.open(pg_dsn) as s:
+            s.record("ag", [HumanMessage("kept", id="1")])
+            with s._db.tx(write=True) as tx:  # as v7 left a journal: row triggers only
+                for table in JOURNALS:
+                    tx.run(f"DROP TRIGGER {table}_no_truncate ON {table}")
+            assert _truncate_triggers(s) == set()
+            lost = {f"{t} has lost its append-only trigger" for t in JOURNALS}
+            assert lost <= set(verify(s).problems)
+    with RecallStore.open(pg_dsn) as s:
+        assert _meta(s, "schema_version") == str(SCHEMA_VERSION)
+        assert _truncate_triggers(s) == {f"{t}_no_truncate" for t in JOURNALS}
+        assert verify(s).problems == []
+        assert [t.message.content for t in s.turns("ag")] == ["kept"]
+
+
 def test_an_actions_end_is_set_once_and_nothing_else_changes(store: RecallStore) -> None:
     """recall_actions' one allowed change: an open attempt's empty end columns, filled once."""
     store.claim("ag", "act-1", tool="t", args={"n": 1}, args_digest="d")

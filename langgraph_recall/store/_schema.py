@@ -152,6 +152,18 @@ def _append_only_guard(table: str, dialect: Dialect) -> list[str]:
         f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}",
         f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
         f"FOR EACH ROW EXECUTE FUNCTION recall_refuse_change()",
+        *_no_truncate_guard(table),
+    ]
+
+
+def _no_truncate_guard(table: str) -> list[str]:
+    """PostgreSQL only: TRUNCATE removes every row without firing row-level triggers, so the
+    row guard above never sees it. A statement-level trigger refuses it. (SQLite has no
+    TRUNCATE: its truncate optimisation of a bare DELETE is off on a table with triggers.)"""
+    return [
+        f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {table}",
+        f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+        "FOR EACH STATEMENT EXECUTE FUNCTION recall_refuse_change()",
     ]
 
 
@@ -320,6 +332,14 @@ def _items_keep_their_rowid() -> list[str]:
         *ITEMS_EXPIRES.ddl("sqlite"),
         *_ITEMS_FTS_TRIGGERS,
         "INSERT INTO recall_items_fts(recall_items_fts) VALUES ('rebuild')",
+    ]
+
+
+def _current_tables(migrations: list[list[Step]]) -> list[Table]:
+    """The tables ``migrations`` leave in place (created and not dropped), in creation order."""
+    dropped = {step.table for steps in migrations for step in steps if isinstance(step, Drop)}
+    return [
+        s for steps in migrations for s in steps if isinstance(s, Table) and s.name not in dropped
     ]
 
 
@@ -533,13 +553,26 @@ MIGRATIONS: list[list[Step]] = [
     # (``tools/_approval``). Rows written before have neither.
     [Columns("recall_approvals", (("task_id", "TEXT"), ("asked", "INT")))],
 ]
+# v8 (PostgreSQL only): the journals refuse TRUNCATE too (``_no_truncate_guard``); before, it
+# emptied one past every row trigger and `verify` saw nothing wrong. A journal created by a
+# later migration gets the guard from its own DDL.
+MIGRATIONS.append(
+    [
+        {
+            "sqlite": [],
+            "postgres": [
+                sql
+                for t in _current_tables(MIGRATIONS)
+                if t.append_only
+                for sql in _no_truncate_guard(t.name)
+            ],
+        }
+    ]
+)
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
-_DROPPED = {step.table for steps in MIGRATIONS for step in steps if isinstance(step, Drop)}
-_CURRENT = [
-    s for steps in MIGRATIONS for s in steps if isinstance(s, Table) and s.name not in _DROPPED
-]
+_CURRENT = _current_tables(MIGRATIONS)
 TABLES: tuple[str, ...] = tuple(dict.fromkeys(t.name for t in _CURRENT))  # as of SCHEMA_VERSION
 APPEND_ONLY_TABLES: tuple[str, ...] = tuple(
     dict.fromkeys(t.name for t in _CURRENT if t.append_only)

@@ -64,7 +64,12 @@ def verify(store: RecallStore) -> VerifyReport:
                     (list(APPEND_ONLY_TABLES),),
                 )
             }
-            guarded = {t for t in APPEND_ONLY_TABLES if f"{t}_append_only" in names}
+            # Row triggers do not fire on TRUNCATE: a journal is guarded only with both.
+            guarded = {
+                t
+                for t in APPEND_ONLY_TABLES
+                if f"{t}_append_only" in names and f"{t}_no_truncate" in names
+            }
         for table in APPEND_ONLY_TABLES:
             if table not in guarded:
                 report.problems.append(f"{table} has lost its append-only trigger")
