@@ -329,6 +329,13 @@ def test_approval_is_spent_by_one_attempt(zygotes, store_target, store, tmp_path
     assert _worker(z, store_target, "spent", effects, "continue") == 0
     assert _paid(effects) == []
     assert store.action(action.action_id).status == "not_done"
+    # The model is told why, and what to do: call again, to be put to a person again.
+    told = [t.message.content for t in store.turns("spent") if t.message.type == "tool"]
+    assert any(
+        "settled as not done (the bank has no such payment)" in str(c)
+        and "call the tool again" in str(c)
+        for c in told
+    ), told
 
 
 def test_an_unusable_answer_raises_even_when_tool_errors_are_handled(

@@ -570,11 +570,32 @@ def spend_approval(
         (a.approval_id, action_id, attempt),
     )
     if not spent:
-        raise ApprovalMismatch(
-            f"the approval for {action_id} was already used by one execution; a replayed resume "
-            "cannot run the call again. Ask for a new decision.",
-        )
+        raise ApprovalMismatch(_spent_by(tx, a.approval_id, action_id))
     return a
+
+
+def _spent_by(tx: Tx, approval_id: str, action_id: str) -> str:
+    """Why a used approval cannot run its call again, naming the attempt that used it. One
+    settled by a person as not done is the common case (a crash mid-call, then ``resolve
+    --not-done``): its approval went with it, so running the call takes a new decision."""
+    row = tx.one(
+        "SELECT s.attempt, a.outcome, a.note FROM recall_approval_spends s LEFT JOIN "
+        "recall_actions a ON a.action_id = s.action_id AND a.attempt = s.attempt "
+        "WHERE s.approval_id = ?",
+        (approval_id,),
+    )
+    if row is not None and row[1] == "not_done":
+        note = f" ({row[2]})" if row[2] else ""
+        return (
+            f"the approved call {action_id} did not run: its attempt {row[0]} was settled as "
+            f"not done{note}, and that attempt used its approval (one approval runs one "
+            "execution), so nothing ran now. To run it, call the tool again: the new call is "
+            "put to a person again."
+        )
+    return (
+        f"the approval for {action_id} was already used by one execution; a replayed resume "
+        "cannot run the call again. Ask for a new decision."
+    )
 
 
 def pending_approvals(tx: Tx, agent_id: str) -> list[Approval]:
