@@ -62,6 +62,14 @@ MUTATIONS = [
         ),
     ),
     Mutation(
+        "in_doubt_reported_resolved",
+        "a tool that raises InDoubt is shown to the resolver in the same run, not only on resume",
+        "langgraph_recall/tools/_durable.py",
+        '                resolve=self.resolver if klass == "external" and round_ == 0 else None,\n',
+        "                resolve=None,\n",
+        ("tests/test_tools_in_doubt.py::-k::shown_to_the_resolver_in_the_same_run",),
+    ),
+    Mutation(
         "digest",
         "digest comparison: an approval runs only the arguments it was given for",
         "langgraph_recall/store/_actions.py",

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
 from fix_tools import build_graph, call, read_effects, record_effect, reply
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from langgraph_recall import InDoubt
+from langgraph_recall import ActionEnd, InDoubt
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
 
 
@@ -37,3 +39,47 @@ def test_a_tool_raising_in_doubt_leaves_the_action_open_and_is_not_retried(
     graph.invoke(None, config)
     assert len(read_effects(effects)) == 1
     assert [a.status for a in store.actions("a-doubt")] == ["open"]
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("found", ["done", "not_done"])
+def test_a_tool_raising_in_doubt_is_shown_to_the_resolver_in_the_same_run(
+    store: Any, saver: Any, tmp_path: Any, found: str, use_async: bool
+) -> None:
+    effects = str(tmp_path / "charges")
+    asked: list[tuple[str, str]] = []
+
+    @tool
+    def charge(order: str, key: IdempotencyKey) -> str:
+        """Charge an order."""
+        record_effect(effects, order=order, key=key)
+        if len(read_effects(effects)) == 1:
+            raise InDoubt("the payment API closed the connection before answering")
+        return f"charged {order}"
+
+    def check_ledger(action: Any) -> ActionEnd:
+        asked.append((action.tool, action.status))
+        return ActionEnd(found, result="charge ch_1 found", resolution="looked it up by key")
+
+    node = DurableToolNode([charge], classes={"charge": "external"}, resolver=check_ledger)
+    script = [reply("", call("charge", order="o-1")), reply("done")]
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+    agent = f"a-doubt-{found}-{use_async}"
+    config = {"configurable": {"thread_id": agent, "agent_id": agent}}
+    inputs = {"messages": [HumanMessage("charge o-1", id="h-1")]}
+    if use_async:
+        out = asyncio.run(graph.ainvoke(inputs, config))
+    else:
+        out = graph.invoke(inputs, config)
+
+    # Asked at once, in this run: not left open until some later resume.
+    assert asked == [("charge", "open")]
+    [told] = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    [action] = store.actions(agent)
+    if found == "done":  # it happened: the resolver's result is the answer; not charged again
+        assert told.content == "charge ch_1 found" and len(read_effects(effects)) == 1
+        assert (action.status, action.resolved_by) == ("done", "resolver")
+    else:  # it did not happen: charged again now, under the same key
+        assert told.content == "charged o-1" and (action.status, action.attempt) == ("done", 2)
+        keys = {e["key"] for e in read_effects(effects)}
+        assert keys == {action.action_id} and len(read_effects(effects)) == 2

@@ -75,6 +75,9 @@ DEFAULT_DURABLE_TIMEOUT = 30.0
 # Canonical forms kept from ``plan`` for the call that follows; more are dropped oldest first
 # (a plan whose call never comes: the run paused or went elsewhere).
 _CANON_KEPT = 256
+# What ``_run`` returns when a resolver found that the call its tool could not tell about
+# did not happen: closed as not done, to be claimed again.
+_NOT_DONE: Any = object()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -363,7 +366,7 @@ class DurableTools(ToolSet):
             # plan did not know): that attempt never started; close it, then claim as usual.
             yield Io(close_not_started, (store, attempts_of([planned])))
             planned = None
-        for _ in range(2):  # a second round only after a resolver said "not done"
+        for round_ in range(2):  # a second round only after a resolver said "not done"
             if planned is not None:
                 # The intent committed with the AI message's checkpoint: already claimed.
                 claimed, planned = planned, None
@@ -412,31 +415,28 @@ class DurableTools(ToolSet):
             elif klass == "external" or action.args_digest != digest:
                 # In doubt (an earlier attempt started and never reported back), and not safe
                 # to run again.
-                if klass != "external" or self.resolver is None:
+                if klass != "external":
                     return in_doubt_message(action, call)
-                end = yield Resolve(self.resolver, action)
-                if end is None:
-                    return in_doubt_message(action, call)
-                yield Io(_steps.record_resolution, (store, action, end))
-                if end.outcome == "done":
-                    settled = yield Io(store.action, (action_id,))
-                    return (yield Io(from_record, (store, settled, call)))
+                settled = yield from _steps.settle_in_doubt(store, self.resolver, action, call)
+                if settled is not None:
+                    return settled
                 continue  # "not_done": claim again (a new attempt under the same key)
             # Claimed now; or in doubt and safe to repeat: the same attempt, with the same key.
-            return (
-                yield from self._run(
-                    store,
-                    request,
-                    handler,
-                    action,
-                    args,
-                    verdict,
-                    agent_id,
-                    flush_later,
-                    ride,
-                    given,
-                )
+            out = yield from self._run(
+                store,
+                request,
+                handler,
+                action,
+                args,
+                verdict,
+                agent_id,
+                flush_later,
+                ride,
+                given,
+                resolve=self.resolver if klass == "external" and round_ == 0 else None,
             )
+            if out is not _NOT_DONE:
+                return out
         return in_doubt_message(action, call)
 
     def _planned(
@@ -475,7 +475,11 @@ class DurableTools(ToolSet):
         flush_later: bool = False,
         ride: str | None = None,
         given: str | None = None,
+        resolve: Resolver | None = None,
     ) -> Logic[Output]:
+        """Run the claimed call and record its end. A tool that raises ``InDoubt`` leaves the
+        call open; with ``resolve``, it is shown to that resolver at once, and ``_NOT_DONE``
+        returned when it found the call did not happen (the caller claims it again)."""
         call = request.tool_call
         edited = verdict is not None and verdict.edited
         req = self._keyed(request, action.action_id, args if edited else None)
@@ -502,7 +506,9 @@ class DurableTools(ToolSet):
             # happened: leave the intent open, exactly as a crash would, for the resolver or a
             # person, and tell the model the outcome is unknown.
             log.info("%s reported its outcome unknown: %s", call["name"], exc)
-            return in_doubt_message(action, call)
+            # The resolver is asked now, as a resume would ask it, not only by a later run.
+            settled = yield from _steps.settle_in_doubt(store, resolve, action, call)
+            return _NOT_DONE if settled is None else settled
         except Exception as exc:
             if bound.refused is not None:
                 return (yield from _refused_inside(store, action, call, bound.refused))

@@ -7,7 +7,7 @@ Module attributes, not names bound in ``_durable``, so a benchmark or a test can
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 try:  # pragma: no cover - location differs across langgraph versions
@@ -19,12 +19,14 @@ from .._errors import ApprovalDenied, ApprovalMismatch, RecallError
 from ..store import Action, Claim, RecallStore
 from ..store._actions import end_statement
 from ..store._due import DueEnd
-from ._drive import Logic, WaitTurn
+from ._drive import Io, Logic, Resolve, WaitTurn
 from ._order import asking_of
 from ._outcome import (
     ActionEnd,
     Output,
     error_text,
+    from_record,
+    in_doubt_message,
     is_error,
     needs_output,
     recorded_asks,
@@ -162,3 +164,24 @@ def record_resolution(store: RecallStore, action: Action, end: ActionEnd) -> boo
         note=end.resolution,
         resolved_by="resolver",
     )
+
+
+def settle_in_doubt(
+    store: RecallStore,
+    resolver: Callable[[Action], Any] | None,
+    action: Action,
+    call: dict[str, Any],
+) -> Logic[Output | None]:
+    """An external call in doubt (a crash cut it off, or its tool raised ``InDoubt``), shown
+    to the resolver now. Returns the model's answer: the recorded result when the resolver
+    found it done, the outcome unknown when there is no resolver or it cannot tell (the call
+    stays open for a person). None when it found the call did not happen: closed as not done,
+    it may be claimed again, a new attempt under the same key."""
+    end = None if resolver is None else (yield Resolve(resolver, action))
+    if end is None:
+        return in_doubt_message(action, call)
+    yield Io(record_resolution, (store, action, end))
+    if end.outcome != "done":
+        return None
+    settled = yield Io(store.action, (action.action_id,))
+    return (yield Io(from_record, (store, settled, call)))
