@@ -33,6 +33,10 @@ def test_a_tool_raising_in_doubt_leaves_the_action_open_and_is_not_retried(
 
     told = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert len(told) == 1 and "unknown" in str(told[0].content).lower()
+    # The tool's own reason, not a crash story ("never reported back"): it did report back.
+    text = str(told[0].content)
+    assert "the payment API closed the connection before answering" in text
+    assert "never reported back" not in text
     [action] = store.actions("a-doubt", open_only=True)
     assert action.tool == "charge" and action.status == "open"
     # Re-running the step (a resume, a sibling re-run) must not send the charge again.

@@ -507,7 +507,7 @@ class DurableTools(ToolSet):
             # person, and tell the model the outcome is unknown.
             log.info("%s reported its outcome unknown: %s", call["name"], exc)
             # The resolver is asked now, as a resume would ask it, not only by a later run.
-            settled = yield from _steps.settle_in_doubt(store, resolve, action, call)
+            settled = yield from _steps.settle_in_doubt(store, resolve, action, call, str(exc))
             return _NOT_DONE if settled is None else settled
         except Exception as exc:
             if bound.refused is not None:

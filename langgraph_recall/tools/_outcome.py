@@ -165,14 +165,26 @@ def _notice(call: dict[str, Any], text: str, code: str, action_id: str) -> ToolM
     )
 
 
-def in_doubt_message(action: Action, call: dict[str, Any]) -> ToolMessage:
-    started = dt.datetime.fromtimestamp(action.created_at, dt.timezone.utc).strftime(
-        "%Y-%m-%d %H:%M:%S UTC"
-    )
+def in_doubt_message(
+    action: Action, call: dict[str, Any], reason: str | None = None
+) -> ToolMessage:
+    """What the model is told of a call in doubt. ``reason``: the text its tool raised
+    ``InDoubt`` with (None: the attempt never reported back at all)."""
+    if reason is None:
+        started = dt.datetime.fromtimestamp(action.created_at, dt.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S UTC"
+        )
+        why = (
+            f"an attempt started at {started} and never reported back (the process running "
+            "it stopped)"
+        )
+    else:
+        said = " ".join(reason.split())
+        said = said if len(said) <= 300 else said[:297] + "..."
+        why = "the tool could not tell whether it happened" + (f" ({said})" if said else "")
     return _notice(
         call,
-        f"The outcome of {action.call_text(120)} is UNKNOWN: an attempt started at {started} "
-        "and never reported back (the process running it stopped), so it was NOT run again. "
+        f"The outcome of {action.call_text(120)} is UNKNOWN: {why}, so it was NOT run again. "
         "Do not assume it happened and do not call it again. This task is not finished until a "
         f"person checks: action {action.action_id} stays open "
         f"(`langgraph-recall resolve {action.action_id} --done` or `--not-done`).",

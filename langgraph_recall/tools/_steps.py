@@ -171,15 +171,17 @@ def settle_in_doubt(
     resolver: Callable[[Action], Any] | None,
     action: Action,
     call: dict[str, Any],
+    reason: str | None = None,
 ) -> Logic[Output | None]:
     """An external call in doubt (a crash cut it off, or its tool raised ``InDoubt``), shown
     to the resolver now. Returns the model's answer: the recorded result when the resolver
     found it done, the outcome unknown when there is no resolver or it cannot tell (the call
     stays open for a person). None when it found the call did not happen: closed as not done,
-    it may be claimed again, a new attempt under the same key."""
+    it may be claimed again, a new attempt under the same key. ``reason``: what its tool
+    raised ``InDoubt`` with, for the model."""
     end = None if resolver is None else (yield Resolve(resolver, action))
     if end is None:
-        return in_doubt_message(action, call)
+        return in_doubt_message(action, call, reason)
     yield Io(record_resolution, (store, action, end))
     if end.outcome != "done":
         return None
