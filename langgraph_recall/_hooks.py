@@ -237,6 +237,26 @@ def _briefing_once(state: Any, config: RunnableConfig, opts: _Options) -> dict[s
     }
 
 
+# Each hook's own docstring (``help(pre_model_hook)``, an IDE's hover): set on the instance,
+# so the four hooks, and those ``with_options`` makes, never share one, and ``_Hook``'s stays.
+_DOCS = {
+    "pre_model_hook": """``create_react_agent(..., pre_model_hook=pre_model_hook)``: records the
+conversation (unless a RecallCheckpointer does), then hands the model a fresh briefing in front
+of the messages via ``llm_input_messages``. The briefing never enters ``messages`` and
+checkpoints keep only a short marker in its place.
+``pre_model_hook.with_options(token_budget=4000)`` for other options.""",
+    "post_model_hook": """``create_react_agent(..., post_model_hook=post_model_hook,
+version="v2")``: records the model's reply and the turns before it (unless a
+RecallCheckpointer does). Changes no state. ``with_options(...)`` for other options.""",
+    "record_node": """A node for a custom ``StateGraph``: records the messages not yet recorded
+(unless a RecallCheckpointer does). Put it after nodes that add messages. Changes no state.
+``with_options(...)`` for other options.""",
+    "briefing_node": """A node for a custom ``StateGraph`` that puts the briefing into
+``messages`` once per thread (at the front, after any system prompt), for graphs that want it
+in state. It is not refreshed afterwards; use ``with_briefing`` for a briefing refreshed on
+every model call. ``with_options(...)`` for other options.""",
+}
+
 _BODIES: dict[str, Callable[[Any, RunnableConfig, _Options], dict[str, Any]]] = {
     "pre_model_hook": _pre_model,
     "post_model_hook": _record_only,
@@ -263,6 +283,7 @@ class _Hook(RunnableLambda):
             return await asyncio.to_thread(body, state, config, opts)
 
         super().__init__(run, arun, name=f"recall_{kind}")
+        self.__doc__ = _DOCS[kind]
 
     def with_options(
         self,
@@ -285,23 +306,9 @@ class _Hook(RunnableLambda):
 
 
 pre_model_hook = _Hook("pre_model_hook", _Options())
-"""``create_react_agent(..., pre_model_hook=pre_model_hook)``: records the conversation (unless a
-RecallCheckpointer does), then hands the model a fresh briefing in front of the messages via
-``llm_input_messages``. The briefing never enters ``messages`` and checkpoints keep only a short
-marker in its place. ``pre_model_hook.with_options(token_budget=4000)`` for other options."""
-
 post_model_hook = _Hook("post_model_hook", _Options())
-"""``create_react_agent(..., post_model_hook=post_model_hook, version="v2")``: records the model's
-reply and the turns before it (unless a RecallCheckpointer does). Changes no state."""
-
 record_node = _Hook("record_node", _Options())
-"""A node for a custom ``StateGraph``: records the messages not yet recorded (unless a
-RecallCheckpointer does). Put it after nodes that add messages. Changes no state."""
-
 briefing_node = _Hook("briefing_node", _Options())
-"""A node for a custom ``StateGraph`` that puts the briefing into ``messages`` once per thread
-(at the front, after any system prompt), for graphs that want it in state. It is not refreshed
-afterwards; use ``with_briefing`` for a briefing refreshed on every model call."""
 
 
 # --- custom StateGraph: around a model call ------------------------------------------------

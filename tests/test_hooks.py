@@ -194,3 +194,29 @@ def test_hook_options_make_a_new_hook(store: RecallStore) -> None:
     hook = _hooks.pre_model_hook.with_options(token_budget=321, memory_limit=0)
     assert hook.opts.token_budget == 321 and hook.opts.briefing == {"memory_limit": 0}
     assert _hooks.pre_model_hook.opts.token_budget == 2000
+
+
+def test_each_hook_has_its_own_docstring() -> None:
+    hooks = {
+        "pre_model_hook": _hooks.pre_model_hook,
+        "post_model_hook": _hooks.post_model_hook,
+        "record_node": _hooks.record_node,
+        "briefing_node": _hooks.briefing_node,
+    }
+    docs = {name: hook.__doc__ or "" for name, hook in hooks.items()}
+    # help() and an IDE showed "A hook or node, with sync and async bodies ..." for all four.
+    assert len(set(docs.values())) == 4
+    says = {
+        "pre_model_hook": "llm_input_messages",
+        "post_model_hook": "post_model_hook=",
+        "record_node": "records the messages not yet recorded",
+        "briefing_node": "once per thread",
+    }
+    for name, doc in docs.items():
+        assert says[name] in doc, name
+    made = _hooks.pre_model_hook.with_options(token_budget=500)
+    assert made.__doc__ == docs["pre_model_hook"]
+    assert (
+        type(made).__doc__
+        == "A hook or node, with sync and async bodies sharing one implementation."
+    )
