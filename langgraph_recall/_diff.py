@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ._errors import RecallError
 from ._render import call_text
 
 if TYPE_CHECKING:
@@ -84,7 +85,15 @@ class RunDiff:
 def diff(
     store: RecallStore, agent_a: str, agent_b: str, *, store_b: RecallStore | None = None
 ) -> RunDiff:
-    """Compare the recorded runs of two agents (optionally in two databases) step by step."""
+    """Compare the recorded runs of two agents (optionally in two databases) step by step.
+
+    Raises:
+        RecallError: ``unknown_agent`` when ``agent_a`` has no records in ``store`` or
+            ``agent_b`` none in ``store_b`` (default ``store``): a mistyped id is not an
+            empty run that happens to match another.
+    """
+    _require_agent(store, agent_a)
+    _require_agent(store_b or store, agent_b)
     a = steps_of([t.message for t in store.turns(agent_a)])
     b = steps_of([t.message for t in (store_b or store).turns(agent_b)])
     same = 0
@@ -104,3 +113,14 @@ def diff(
         len(a),
         len(b),
     )
+
+
+def _require_agent(store: RecallStore, agent_id: str) -> None:
+    if not store.has_agent(agent_id):
+        known = ", ".join(a.agent_id for a in store.agents()[:10]) or "none yet"
+        raise RecallError(
+            f"no agent {agent_id!r} in {store.target} (known: {known}); check the agent id "
+            "(store.agents() lists the agents with records)",
+            code="unknown_agent",
+            agent_id=agent_id,
+        )

@@ -70,6 +70,14 @@ MUTATIONS = [
         ("tests/test_tools_in_doubt.py::-k::shown_to_the_resolver_in_the_same_run",),
     ),
     Mutation(
+        "diff_unknown_agent",
+        "diff of an agent with no records raises unknown_agent, not an empty run that matches",
+        "langgraph_recall/_diff.py",
+        "    if not store.has_agent(agent_id):\n",
+        "    if False:\n",
+        ("tests/test_replay_diff.py::-k::unknown_agent",),
+    ),
+    Mutation(
         "digest",
         "digest comparison: an approval runs only the arguments it was given for",
         "langgraph_recall/store/_actions.py",

@@ -245,3 +245,20 @@ def test_diff_across_two_databases(
     assert short.left_step is not None and short.left_step.kind == "model"
     assert short.right_step is None
     assert "(run ended)" in str(short)
+
+
+def test_diff_of_an_unknown_agent_raises_unknown_agent(
+    store: RecallStore, other_store: RecallStore, tmp_path: Any
+) -> None:
+    _run_shop(store, str(tmp_path), "shop", stock=3)
+    # A mistyped id read as an empty run: "shop and shpo agree for 0 steps", or, for two
+    # mistyped ids, "identical".
+    for a, b, missing in [("shpo", "shop", "shpo"), ("shop", "shpo", "shpo"), ("x", "y", "x")]:
+        with pytest.raises(RecallError) as raised:
+            diff(store, a, b)
+        assert raised.value.code == "unknown_agent"
+        assert raised.value.details["agent_id"] == missing and repr(missing) in str(raised.value)
+    # Across two databases, agent_b is looked for in the second one.
+    with pytest.raises(RecallError) as raised:
+        diff(store, "shop", "shop", store_b=other_store)
+    assert raised.value.code == "unknown_agent" and raised.value.details["agent_id"] == "shop"
