@@ -53,3 +53,18 @@ def test_every_guard_of_the_mutation_check_still_matches_its_source() -> None:
     ]
     assert stale == [], f"update these guards in scripts/mutation_check.py: {stale}"
     assert len({m.name for m in mutation_check.MUTATIONS}) == len(mutation_check.MUTATIONS)
+
+
+def test_pytest_asyncio_is_given_the_fixture_loop_scope() -> None:
+    # Unset, pytest-asyncio warned on every run that its default will change (a
+    # PytestDeprecationWarning printed before any test, easy to take for a real problem).
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-m", "pytest", "--collect-only", "-q"]
+        + ["-p", "no:cacheprovider", "tests/test_public_api.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "asyncio_default_fixture_loop_scope" not in done.stdout + done.stderr
