@@ -187,6 +187,24 @@ def test_invalid_answer_can_be_given_again(store, saver, tmp_path, answer) -> No
     assert _paid(effects) == [(10, "alice")]
 
 
+def test_resume_none_fails_inside_langgraph_and_the_question_stays_open(
+    store, saver, tmp_path
+) -> None:
+    # What the README tells users: LangGraph (1.2.24) fails on Command(resume=None) before any
+    # node runs, so the node cannot answer it. If a release changes that, so must the README.
+    effects = str(tmp_path / "e.log")
+    graph = pay_graph(store, saver, effects)
+    config, pending = _start(graph, "resume-none")
+    with pytest.raises(UnboundLocalError):
+        graph.invoke(Command(resume=None), config)
+    assert _paid(effects) == []
+    assert [a.action_id for a in store.pending_approvals("resume-none")] == [
+        pending.value["action_id"]
+    ]
+    graph.invoke(Command(resume={"type": "approve"}), config)
+    assert _paid(effects) == [(10, "alice")]
+
+
 @pytest.mark.parametrize(
     "args, says",
     [
