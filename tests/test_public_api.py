@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import pathlib
 import re
 
@@ -65,3 +66,18 @@ def test_error_codes_are_stable() -> None:
         cls = RecallError.for_code(code)
         err = cls("x") if cls is not RecallError else RecallError("x", code=code)
         assert err.code == code and isinstance(err, RecallError)
+
+
+def test_every_public_method_of_the_store_has_a_docstring() -> None:
+    # DESIGN: a docstring on every public name. The async twins had none: help(store.aturns)
+    # and an IDE's hover showed nothing, not even which sync method they mirror.
+    from langgraph_recall import RecallStore
+
+    missing = [
+        name
+        for name in dir(RecallStore)
+        if not name.startswith("_")
+        and callable(getattr(RecallStore, name))
+        and not inspect.getdoc(getattr(RecallStore, name))
+    ]
+    assert missing == []

@@ -98,6 +98,8 @@ class ActionsAPI(StoreBase):
             return _actions.insert_attempt(tx, prev, intent())
 
     async def aclaim(self, agent_id: str, action_id: str, **kwargs: Any) -> Claim:
+        """Async twin of ``claim``: record the intent (or find the call ran or is in doubt), in a
+        worker thread."""
         return await self._run(self.claim, agent_id, action_id, **kwargs)
 
     def end(
@@ -140,6 +142,8 @@ class ActionsAPI(StoreBase):
         return changed
 
     async def aend(self, action_id: str, attempt: int, outcome: str, **kwargs: Any) -> bool:
+        """Async twin of ``end``: record how an attempt ended, in a worker thread; False if it had
+        ended already."""
         return await self._run(self.end, action_id, attempt, outcome, **kwargs)
 
     def action(self, action_id: str) -> Action:
@@ -148,6 +152,7 @@ class ActionsAPI(StoreBase):
             return _actions.find_action(tx, action_id)
 
     async def aaction(self, action_id: str) -> Action:
+        """Async twin of ``action``: one action by id or unique prefix (else ``unknown_action``)."""
         return await self._run(self.action, action_id)
 
     def actions(self, agent_id: str, open_only: bool = False) -> list[Action]:
@@ -156,6 +161,8 @@ class ActionsAPI(StoreBase):
             return _actions.actions(tx, agent_id, open_only)
 
     async def aactions(self, agent_id: str, open_only: bool = False) -> list[Action]:
+        """Async twin of ``actions``: the agent's actions, oldest first (``open_only``: in doubt
+        only)."""
         return await self._run(self.actions, agent_id, open_only)
 
     def resolve(self, action_id: str, outcome: str | bool, note: str | None = None) -> Action:
@@ -176,6 +183,7 @@ class ActionsAPI(StoreBase):
     async def aresolve(
         self, action_id: str, outcome: str | bool, note: str | None = None
     ) -> Action:
+        """Async twin of ``resolve``: a person settles an open action as done or not done."""
         return await self._run(self.resolve, action_id, outcome, note)
 
     def undo(
@@ -197,6 +205,7 @@ class ActionsAPI(StoreBase):
     async def aundo(
         self, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
     ) -> UndoReport:
+        """Async twin of ``undo``: the same walk, newest first, in a worker thread."""
         return await self._run(self.undo, agent_id, undo)
 
     # --- approvals -------------------------------------------------------------------------
@@ -234,13 +243,17 @@ class ActionsAPI(StoreBase):
     async def arecord_decision(
         self, agent_id: str, action_id: str, decision: str, **kw: Any
     ) -> Approval:
+        """Async twin of ``record_decision``: record a signed request or decision, in a worker
+        thread."""
         return await self._run(self.record_decision, agent_id, action_id, decision, **kw)
 
     def latest_decision(self, action_id: str) -> Approval | None:
+        """The action's latest request or decision, or None when it has none."""
         with self._db.tx() as tx:
             return _actions.latest_decision(tx, action_id)
 
     async def alatest_decision(self, action_id: str) -> Approval | None:
+        """Async twin of ``latest_decision``: the action's latest decision, or None."""
         return await self._run(self.latest_decision, action_id)
 
     def spend_approval(
@@ -264,6 +277,8 @@ class ActionsAPI(StoreBase):
     async def aspend_approval(
         self, agent_id: str, action_id: str, args_digest: str, attempt: int
     ) -> Approval:
+        """Async twin of ``spend_approval``: spend the latest decision on one execution of exactly
+        ``args_digest``."""
         return await self._run(self.spend_approval, agent_id, action_id, args_digest, attempt)
 
     def pending_approvals(self, agent_id: str) -> list[Approval]:
@@ -272,6 +287,8 @@ class ActionsAPI(StoreBase):
             return _actions.pending_approvals(tx, agent_id)
 
     async def apending_approvals(self, agent_id: str) -> list[Approval]:
+        """Async twin of ``pending_approvals``: the agent's approval requests still waiting for a
+        person."""
         return await self._run(self.pending_approvals, agent_id)
 
     def verify_approvals(self) -> list[Approval]:
@@ -284,6 +301,8 @@ class ActionsAPI(StoreBase):
             ]
 
     async def averify_approvals(self) -> list[Approval]:
+        """Async twin of ``verify_approvals``: approvals whose signature does not verify (empty is
+        good)."""
         return await self._run(self.verify_approvals)
 
     # --- leases ----------------------------------------------------------------------------
@@ -302,6 +321,7 @@ class ActionsAPI(StoreBase):
             return _leases.acquire_lease(tx, agent_id, holder, ttl)
 
     async def aacquire_lease(self, agent_id: str, holder: str, ttl: float) -> Lease:
+        """Async twin of ``acquire_lease``: take the agent's lease or raise ``LeaseHeld``."""
         return await self._run(self.acquire_lease, agent_id, holder, ttl)
 
     def renew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
@@ -313,6 +333,7 @@ class ActionsAPI(StoreBase):
             return _leases.renew_lease(tx, agent_id, holder, epoch, ttl)
 
     async def arenew_lease(self, agent_id: str, holder: str, epoch: int, ttl: float) -> bool:
+        """Async twin of ``renew_lease``: extend our lease; False if another holder took it."""
         return await self._run(self.renew_lease, agent_id, holder, epoch, ttl)
 
     def release_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
@@ -333,6 +354,7 @@ class ActionsAPI(StoreBase):
         return self._db.tx(write=self._db.dialect == "sqlite")
 
     async def arelease_lease(self, agent_id: str, holder: str, epoch: int) -> bool:
+        """Async twin of ``release_lease``: give the lease up so the next process starts at once."""
         return await self._run(self.release_lease, agent_id, holder, epoch)
 
     def lease(self, agent_id: str) -> Lease | None:
@@ -341,4 +363,5 @@ class ActionsAPI(StoreBase):
             return _leases.lease(tx, agent_id)
 
     async def alease(self, agent_id: str) -> Lease | None:
+        """Async twin of ``lease``: the agent's lease row, or None (it may have expired)."""
         return await self._run(self.lease, agent_id)

@@ -35,6 +35,7 @@ class RecordsAPI(StoreBase):
             return _transcript.turns(tx, agent_id, last)
 
     async def aturns(self, agent_id: str, last: int | None = None) -> list[Turn]:
+        """Async twin of ``turns``: the turns, oldest first (``last=N``: only the newest N)."""
         return await self._run(self.turns, agent_id, last)
 
     def turn_page(
@@ -56,6 +57,7 @@ class RecordsAPI(StoreBase):
     async def aturn_page(
         self, agent_id: str, limit: int, *, before: int | None = None, skip_ids: Container[str] = ()
     ) -> tuple[list[TurnView], int | None]:
+        """Async twin of ``turn_page``: up to ``limit`` turns before ``before``, newest first."""
         return await self._run(self.turn_page, agent_id, limit, before=before, skip_ids=skip_ids)
 
     # --- working state, milestones, pointers -------------------------------------------------
@@ -66,6 +68,7 @@ class RecordsAPI(StoreBase):
             return _records.working_state(tx, agent_id)
 
     async def aworking_state(self, agent_id: str) -> dict[str, Any]:
+        """Async twin of ``working_state``: the latest merged working state."""
         return await self._run(self.working_state, agent_id)
 
     def update_working_state(self, agent_id: str, **fields: Any) -> dict[str, Any]:
@@ -77,6 +80,8 @@ class RecordsAPI(StoreBase):
             return _records.update_working_state(tx, agent_id, fields)
 
     async def aupdate_working_state(self, agent_id: str, **fields: Any) -> dict[str, Any]:
+        """Async twin of ``update_working_state``: revise fields (each revision kept), in a worker
+        thread."""
         return await self._run(self.update_working_state, agent_id, **fields)
 
     def milestone(self, agent_id: str, text: str) -> dict[str, Any]:
@@ -85,6 +90,7 @@ class RecordsAPI(StoreBase):
             return _records.milestone(tx, agent_id, text)
 
     async def amilestone(self, agent_id: str, text: str) -> dict[str, Any]:
+        """Async twin of ``milestone``: append a milestone to the agent's history."""
         return await self._run(self.milestone, agent_id, text)
 
     def revisions(self, agent_id: str) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
@@ -95,6 +101,7 @@ class RecordsAPI(StoreBase):
     async def arevisions(
         self, agent_id: str
     ) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
+        """Async twin of ``revisions``: every working-state, milestone and pointer revision."""
         return await self._run(self.revisions, agent_id)
 
     def set_pointer(
@@ -107,6 +114,7 @@ class RecordsAPI(StoreBase):
     async def aset_pointer(
         self, agent_id: str, name: str, target: str, note: str | None = None
     ) -> Pointer:
+        """Async twin of ``set_pointer``: point ``name`` at ``target`` (every change kept)."""
         return await self._run(self.set_pointer, agent_id, name, target, note)
 
     def pointers(self, agent_id: str) -> dict[str, Pointer]:
@@ -115,6 +123,7 @@ class RecordsAPI(StoreBase):
             return _records.pointers(tx, agent_id)
 
     async def apointers(self, agent_id: str) -> dict[str, Pointer]:
+        """Async twin of ``pointers``: the agent's current pointers by name."""
         return await self._run(self.pointers, agent_id)
 
     # --- outputs ---------------------------------------------------------------------------
@@ -130,6 +139,7 @@ class RecordsAPI(StoreBase):
             return _records.put_output(tx, agent_id, content)
 
     async def aput_output(self, agent_id: str, content: str) -> str:
+        """Async twin of ``put_output``: store ``content`` whole and return its reference."""
         return await self._run(self.put_output, agent_id, content)
 
     def fetch_output(self, ref: str, offset: int = 0, length: int | None = None) -> str:
@@ -138,6 +148,8 @@ class RecordsAPI(StoreBase):
             return _records.fetch_output(tx, ref, offset, length)
 
     async def afetch_output(self, ref: str, offset: int = 0, length: int | None = None) -> str:
+        """Async twin of ``fetch_output``: a stored output, or ``length`` characters of it from
+        ``offset``."""
         return await self._run(self.fetch_output, ref, offset, length)
 
     # --- agents ----------------------------------------------------------------------------
@@ -148,11 +160,15 @@ class RecordsAPI(StoreBase):
             return _records.agents(tx)
 
     async def aagents(self) -> list[AgentInfo]:
+        """Async twin of ``agents``: every agent with records, with counts, lease holder and last
+        activity."""
         return await self._run(self.agents)
 
     def has_agent(self, agent_id: str) -> bool:
+        """Whether ``agent_id`` has any records in this store (turns, state, actions...)."""
         with self._db.tx() as tx:
             return _records.agent_exists(tx, agent_id)
 
     async def ahas_agent(self, agent_id: str) -> bool:
+        """Async twin of ``has_agent``: whether ``agent_id`` has any records in this store."""
         return await self._run(self.has_agent, agent_id)

@@ -281,6 +281,8 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
             self._scratch()
 
     async def aclose(self) -> None:
+        """Async twin of ``close``: close the store and its checkpointers (their leases given back)
+        off the event loop."""
         await asyncio.to_thread(self.close)
 
     def __enter__(self) -> RecallStore:
@@ -451,6 +453,8 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
             return _items.sweep(tx)
 
     async def asweep_ttl(self) -> int:
+        """Async twin of ``sweep_ttl``: delete expired items now, in a worker thread; returns how
+        many."""
         return await self._run(self.sweep_ttl)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
@@ -502,6 +506,8 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
     async def arecord(
         self, agent_id: str, messages: Sequence[BaseMessage], *, thread_id: str | None = None
     ) -> int:
+        """Async twin of ``record``: append the messages not yet recorded, in a worker thread;
+        returns how many were new."""
         return await self._run(self.record, agent_id, messages, thread_id=thread_id)
 
     def _end_run(
@@ -565,6 +571,7 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
         return build_briefing(self, agent_id, token_budget=token_budget, **options)
 
     async def abriefing(self, agent_id: str, token_budget: int = 2000, **options: Any) -> Briefing:
+        """Async twin of ``briefing``: the token-budgeted briefing, built in a worker thread."""
         return await self._run(self.briefing, agent_id, token_budget, **options)
 
     def checkpointer(
