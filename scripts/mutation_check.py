@@ -92,8 +92,8 @@ MUTATIONS = [
         "spend",
         "single spend: one approval is used by one execution",
         "langgraph_recall/store/_actions.py",
-        "    if not spent:\n        raise ApprovalMismatch(\n",
-        "    if False:\n        raise ApprovalMismatch(\n",
+        "    if not spent:\n        raise ApprovalMismatch(_spent_by(",
+        "    if False:\n        raise ApprovalMismatch(_spent_by(",
         ("tests/test_tools_approval.py::test_approval_is_spent_by_one_attempt",),
     ),
     Mutation(
