@@ -1849,6 +1849,14 @@ MUTATIONS = [
         '                if f"{t}_append_only" in names\n',
         ("tests/test_store_schema.py::-k::gains_the_truncate_guard",),
     ),
+    Mutation(
+        "undo_checked_first",
+        "every undo function is checked before any undo runs or is recorded",
+        "langgraph_recall/tools/_undo.py",
+        "    calls = [_prepare(fn, action) for action, fn in walk.undos]\n",
+        "    calls = (_prepare(fn, action) for action, fn in walk.undos)\n",
+        ("tests/test_tools_undo.py::-k::bad_undo_function",),
+    ),
 ]
 
 

@@ -179,3 +179,40 @@ def test_an_undo_for_a_pure_tool_is_refused_when_the_node_is_built() -> None:
         assert err.value.details["tools"] == ["lookup"]
     # The same function for a recorded class is accepted.
     DurableToolNode([lookup], classes={"lookup": "external"}, undo={"lookup": unlookup})
+
+
+@pytest.mark.parametrize("flaw", ["signature", "async"])
+def test_a_bad_undo_function_is_refused_before_anything_is_recorded(
+    store: Any, saver: Any, flaw: str
+) -> None:
+    refunds: list[Any] = []
+    _charging_agent(store, saver, "bad-undo", refunds)
+    called: list[str] = []
+
+    def refund(amount: Decimal, customer: str) -> None:
+        called.append(customer)
+
+    def wrong_args(body: str) -> None:  # the note's argument is text
+        called.append("wrong")
+
+    async def async_unnote(text: str) -> None:
+        called.append("async")
+
+    bad = wrong_args if flaw == "signature" else async_unnote
+    # The note is older than two of the charges: they were refunded before the bad function
+    # was met, and the bad undo itself was recorded as failed (never to run again once fixed).
+    with pytest.raises(RecallError) as err:
+        store.undo("bad-undo", undo={"charge": refund, "note": bad})
+    assert err.value.code == "invalid_value"
+    message = str(err.value)
+    assert "note" in message and "Nothing was undone or recorded" in message
+    assert ("async" in message) if flaw == "async" else ("(text)" in message)
+    assert called == [] and refunds == []
+    assert not [a for a in store.actions("bad-undo") if a.tool.startswith("undo:")]
+
+    def unnote(text: str) -> None:
+        called.append(text)
+
+    report = store.undo("bad-undo", undo={"charge": refund, "note": unnote})
+    assert len(report.undone) == 4 and report.failed == []
+    assert called == ["c2", "c1", "hi", "c0"]

@@ -44,40 +44,77 @@ def run_undo(
                 f"undo={{{name!r}: ...}} must map a tool name to a function, got {given!r}",
                 code="invalid_value",
             )
-    for action in reversed(store.actions(agent_id)):
+    # Every undo function the walk will call is checked first (it takes these arguments, and
+    # runs in this thread), before any is run or recorded: a bad one found half-way left the
+    # undos before it done and its own recorded as failed, never to run again once fixed.
+    walk = _walk(store.actions(agent_id), registry, report)
+    calls = [_prepare(fn, action) for action, fn in walk.undos]
+    for call in calls:
+        outcome = _undo_one(store, agent_id, call)
+        if outcome == "in_doubt":
+            return _stopped(report, call.action.action_id)
+        lists = {"done": report.undone, "already": report.already_undone, "failed": report.failed}
+        lists[outcome].append(call.action.action_id)
+    return _stopped(report, walk.stopped_at) if walk.stopped_at else report
+
+
+@dataclasses.dataclass
+class _Walk:
+    """The done actions to reverse (newest first, each with its function), and where the walk
+    stops: the first action or undo in doubt."""
+
+    undos: list[tuple[Action, Callable[..., Any]]] = dataclasses.field(default_factory=list)
+    stopped_at: str | None = None
+
+
+def _walk(
+    actions: list[Action], registry: Mapping[str, Callable[..., Any]], report: UndoReport
+) -> _Walk:
+    walk = _Walk()
+    for action in reversed(actions):
         if action.tool.startswith(UNDO_PREFIX):
             if action.status == "open":  # an undo that crashed mid-way: unknown state
-                return _stopped(report, action.action_id)
+                walk.stopped_at = action.action_id
+                break
             continue
         if action.status == "open":
-            return _stopped(report, action.action_id)
+            walk.stopped_at = action.action_id
+            break
         if action.status != "done" or action.klass == "pure":
             continue
         fn = registry.get(action.tool)
         if fn is None:
             report.no_undo.append(action.action_id)
             continue
-        outcome = _undo_one(store, agent_id, action, fn)
-        if outcome == "in_doubt":
-            return _stopped(report, action.action_id)
-        lists = {"done": report.undone, "already": report.already_undone, "failed": report.failed}
-        lists[outcome].append(action.action_id)
-    return report
+        walk.undos.append((action, fn))
+    return walk
 
 
 def _stopped(report: UndoReport, action_id: str) -> UndoReport:
     return dataclasses.replace(report, stopped_at=action_id)
 
 
-def _undo_one(store: RecallStore, agent_id: str, action: Action, fn: Callable[..., Any]) -> str:
+@dataclasses.dataclass(frozen=True)
+class _UndoCall:
+    """One undo, checked: its function, the action it reverses, the original arguments, and
+    which of ``result``/``action``/``idempotency_key`` the function declares."""
+
+    fn: Callable[..., Any]
+    action: Action
+    args: dict[str, Any]
+    extras: frozenset[str]
+    is_tool: bool
+
+
+def _undo_one(store: RecallStore, agent_id: str, call: _UndoCall) -> str:
+    action = call.action
     undo_id = undo_action_id(action.action_id)
-    args = dict(action.args) if isinstance(action.args, dict) else {}
     claim = store.claim(
         agent_id,
         undo_id,
         tool=UNDO_PREFIX + action.tool,
-        args=args,
-        args_digest=args_digest(UNDO_PREFIX + action.tool, args),
+        args=call.args,
+        args_digest=args_digest(UNDO_PREFIX + action.tool, call.args),
         klass="external",
         idempotency_key=undo_id,
         thread_id=action.thread_id,
@@ -91,7 +128,12 @@ def _undo_one(store: RecallStore, agent_id: str, action: Action, fn: Callable[..
     attempt = claim.action.attempt
     try:
         with key_scope(undo_id):
-            result = _call(fn, args, action=action, key=undo_id)
+            result = _invoke(call, key=undo_id)
+    except _ReturnedAwaitable as exc:
+        # It returned an awaitable instead of running: nothing was done, so the attempt is
+        # closed as not done (the next undo() claims it again) and the caller told why.
+        store.end(undo_id, attempt, "not_done", note=str(exc.error))
+        raise exc.error from None
     except Exception as exc:
         store.end(undo_id, attempt, "failed", error=f"{type(exc).__name__}: {exc}")
         return "failed"
@@ -99,33 +141,69 @@ def _undo_one(store: RecallStore, agent_id: str, action: Action, fn: Callable[..
     return "done"
 
 
-def _call(fn: Callable[..., Any], args: dict[str, Any], *, action: Action, key: str) -> Any:
-    extras = {"result": action.result, "action": action, "idempotency_key": key}
+_EXTRAS = ("result", "action", "idempotency_key")
+
+
+def _prepare(fn: Callable[..., Any], action: Action) -> _UndoCall:
+    """The undo of ``action`` by ``fn``, or ``invalid_value`` saying what ``fn`` must look like."""
+    args = dict(action.args) if isinstance(action.args, dict) else {}
+    name = getattr(fn, "name", None) or getattr(fn, "__qualname__", None) or repr(fn)
     if hasattr(fn, "invoke") and hasattr(fn, "name"):  # a LangChain tool
-        return fn.invoke(args)
+        if getattr(fn, "func", True) is None:
+            raise _async_refused(name, action)
+        return _UndoCall(fn, action, args, frozenset(), is_tool=True)
+    call = type(fn).__call__ if not inspect.isroutine(fn) else None  # an object with __call__
+    if inspect.iscoroutinefunction(fn) or (call is not None and inspect.iscoroutinefunction(call)):
+        raise _async_refused(name, action)
     try:
-        params = inspect.signature(fn).parameters
+        signature = inspect.signature(fn)
     except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-        params = {}  # type: ignore[assignment]
-    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs = dict(args)
-    for name, value in extras.items():
-        if name in params and name not in kwargs:
-            kwargs[name] = value
-    if not takes_all:
-        unknown = [k for k in kwargs if k not in params]
-        if unknown:
-            raise RecallError(
-                f"undo function {getattr(fn, '__name__', fn)!r} does not take "
-                f"{', '.join(unknown)}; it must accept the original arguments of {action.tool}",
-                code="invalid_value",
-            )
-    out = fn(**kwargs)
+        return _UndoCall(fn, action, args, frozenset(), is_tool=False)
+    params = signature.parameters
+    extras = frozenset(e for e in _EXTRAS if e in params and e not in args)
+    try:
+        signature.bind(**args, **dict.fromkeys(extras))
+    except TypeError as exc:
+        wanted = ", ".join(sorted(args)) or "no arguments"
+        raise RecallError(
+            f"the undo function {name!r} for {action.tool} cannot be called with the original "
+            f"arguments of {action.tool} (action {action.action_id}): {exc}. It must take "
+            f"them as keyword arguments ({wanted}), and may also declare result, action and "
+            "idempotency_key (or **kwargs). Nothing was undone or recorded; fix it and run "
+            "undo again.",
+            code="invalid_value",
+            action_id=action.action_id,
+            tool=action.tool,
+        ) from None
+    return _UndoCall(fn, action, args, extras, is_tool=False)
+
+
+def _async_refused(name: str, action: Action) -> RecallError:
+    return RecallError(
+        f"the undo function {name!r} for {action.tool} is async; undo functions must be plain "
+        "(sync) functions (store.aundo runs them in a worker thread). Nothing was undone or "
+        "recorded; give a sync function and run undo again.",
+        code="invalid_value",
+        action_id=action.action_id,
+        tool=action.tool,
+    )
+
+
+class _ReturnedAwaitable(Exception):
+    def __init__(self, error: RecallError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _invoke(call: _UndoCall, *, key: str) -> Any:
+    if call.is_tool:
+        return call.fn.invoke(call.args)  # type: ignore[attr-defined]
+    values = {"result": call.action.result, "action": call.action, "idempotency_key": key}
+    out = call.fn(**call.args, **{name: values[name] for name in call.extras})
     if inspect.isawaitable(out):
         if hasattr(out, "close"):
             out.close()
-        raise RecallError(
-            "undo functions must be plain (sync) functions; store.aundo runs them in a thread",
-            code="invalid_value",
+        raise _ReturnedAwaitable(
+            _async_refused(getattr(call.fn, "__qualname__", repr(call.fn)), call.action)
         )
     return out
