@@ -1857,6 +1857,14 @@ MUTATIONS = [
         "    calls = (_prepare(fn, action) for action, fn in walk.undos)\n",
         ("tests/test_tools_undo.py::-k::bad_undo_function",),
     ),
+    Mutation(
+        "undo_whole_result",
+        "an undo gets the tool's whole answer, not the record's reference to a long one",
+        "langgraph_recall/tools/_undo.py",
+        "            extras[name] = whole_result(store, call.action.result)\n",
+        "            extras[name] = call.action.result\n",
+        ("tests/test_tools_undo.py::-k::whole_result",),
+    ),
 ]
 
 

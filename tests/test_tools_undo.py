@@ -216,3 +216,32 @@ def test_a_bad_undo_function_is_refused_before_anything_is_recorded(
     report = store.undo("bad-undo", undo={"charge": refund, "note": unnote})
     assert len(report.undone) == 4 and report.failed == []
     assert called == ["c2", "c1", "hi", "c0"]
+
+
+def test_undo_gets_the_whole_result_of_a_long_answer(store: Any, saver: Any) -> None:
+    # The record of a long answer keeps a reference to an output, not the text: the undo got
+    # "[output ...: N characters]" where it needed the receipt at the end of the text.
+    receipt = "receipt r-42"
+    long_answer = "x" * (store.output_threshold + 100) + receipt
+
+    @tool
+    def export(name: str) -> str:
+        """Export a report."""
+        return long_answer
+
+    seen: list[Any] = []
+
+    def unexport(name: str, result: Any) -> None:
+        seen.append(result)
+
+    node = DurableToolNode([export], classes={"export": "external"}, undo={"export": unexport})
+    graph = build_graph(
+        node, [reply("", call("export", name="q3")), reply("ok")], store=store, checkpointer=saver
+    )
+    graph.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "long"}})
+    [action] = store.actions("long")
+    assert receipt not in str(action.result.content)  # the record holds a reference
+    assert len(store.undo("long").undone) == 1
+    [result] = seen
+    assert result.content == long_answer and result.name == "export"
+    assert not any(k.startswith("recall_") for k in result.additional_kwargs)

@@ -119,6 +119,22 @@ def to_record(store: RecallStore, agent_id: str, out: Output) -> Output:
     )
 
 
+def whole_result(store: RecallStore, result: Any) -> Any:
+    """``result`` as the tool answered it: a long text moved to an output (``to_record``) put
+    back whole, and the markers only the record carries dropped."""
+    if not isinstance(result, ToolMessage):
+        return result
+    kept = result.additional_kwargs
+    if OUTPUT_REF not in kept and ASKED not in kept:
+        return result
+    update: dict[str, Any] = {
+        "additional_kwargs": {k: v for k, v in kept.items() if k not in (OUTPUT_REF, ASKED)}
+    }
+    if kept.get(OUTPUT_REF):
+        update["content"] = store.fetch_output(kept[OUTPUT_REF])
+    return result.model_copy(update=update)
+
+
 def from_record(
     store: RecallStore, action: Action, call: dict[str, Any]
 ) -> ToolMessage | Command | list[Any]:

@@ -6,7 +6,7 @@ the first action (or undo) in doubt: what happened after it is unknown, so rever
 before could leave things worse. Done actions whose tool has no undo are reported, not hidden.
 
 An undo function gets the original arguments with their original types as keyword
-arguments, plus any of ``result`` (what the action returned), ``action`` (its record) and
+arguments, plus any of ``result`` (what the action returned, whole), ``action`` (its record) and
 ``idempotency_key`` (the undo's own key, for the API) that it declares.
 """
 
@@ -22,6 +22,7 @@ from .._errors import RecallError
 from ..store import Action, RecallStore, UndoReport
 from ._canonical import args_digest
 from ._keys import key_scope
+from ._outcome import whole_result
 
 UNDO_PREFIX = "undo:"
 
@@ -128,7 +129,7 @@ def _undo_one(store: RecallStore, agent_id: str, call: _UndoCall) -> str:
     attempt = claim.action.attempt
     try:
         with key_scope(undo_id):
-            result = _invoke(call, key=undo_id)
+            result = _invoke(store, call, key=undo_id)
     except _ReturnedAwaitable as exc:
         # It returned an awaitable instead of running: nothing was done, so the attempt is
         # closed as not done (the next undo() claims it again) and the caller told why.
@@ -195,11 +196,17 @@ class _ReturnedAwaitable(Exception):
         self.error = error
 
 
-def _invoke(call: _UndoCall, *, key: str) -> Any:
+def _invoke(store: RecallStore, call: _UndoCall, *, key: str) -> Any:
     if call.is_tool:
         return call.fn.invoke(call.args)  # type: ignore[attr-defined]
-    values = {"result": call.action.result, "action": call.action, "idempotency_key": key}
-    out = call.fn(**call.args, **{name: values[name] for name in call.extras})
+    extras: dict[str, Any] = {}
+    for name in call.extras:
+        if name == "result":
+            # What the tool answered, whole: a long answer's record keeps only a reference.
+            extras[name] = whole_result(store, call.action.result)
+        else:
+            extras[name] = call.action if name == "action" else key
+    out = call.fn(**call.args, **extras)
     if inspect.isawaitable(out):
         if hasattr(out, "close"):
             out.close()
