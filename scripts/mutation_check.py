@@ -1865,6 +1865,14 @@ MUTATIONS = [
         "            extras[name] = call.action.result\n",
         ("tests/test_tools_undo.py::-k::whole_result",),
     ),
+    Mutation(
+        "settle_skips_undo",
+        "settle leaves an undo in doubt open: it is not offered to the tool's resolver",
+        "langgraph_recall/tools/_durable.py",
+        "            undo = action.tool.startswith(UNDO_PREFIX)\n",
+        "            undo = False\n",
+        ("tests/test_tools_undo.py::-k::settling",),
+    ),
 ]
 
 

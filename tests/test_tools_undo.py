@@ -10,7 +10,7 @@ from fix_tools import build_graph, call, reply
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
-from langgraph_recall import RecallError, RecallStore
+from langgraph_recall import ActionEnd, RecallError, RecallStore
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
 from langgraph_recall.tools._canonical import action_key, args_digest
 from langgraph_recall.tools._undo import undo_action_id
@@ -245,3 +245,37 @@ def test_undo_gets_the_whole_result_of_a_long_answer(store: Any, saver: Any) -> 
     [result] = seen
     assert result.content == long_answer and result.name == "export"
     assert not any(k.startswith("recall_") for k in result.additional_kwargs)
+
+
+def test_settling_leaves_an_undo_in_doubt_open_for_a_person(store: Any, saver: Any) -> None:
+    refunds: list[Any] = []
+    _charging_agent(store, saver, "settle-undo", refunds, charges=1)
+    [charge_action] = [a for a in store.actions("settle-undo") if a.tool == "charge"]
+    # A refund whose process died in it: whether the money went back is unknown.
+    undo_id = undo_action_id(charge_action.action_id)
+    args = dict(charge_action.args)
+    store.claim(
+        "settle-undo",
+        undo_id,
+        tool="undo:charge",
+        args=args,
+        args_digest=args_digest("undo:charge", args),
+    )
+    offered: list[str] = []
+
+    def resolver(action: Any) -> ActionEnd:
+        offered.append(action.tool)
+        return ActionEnd("done", result="the charge went through")  # true of the charge
+
+    @tool
+    def charge(amount: Decimal, customer: str) -> str:
+        """Charge a customer."""
+        return "charged"
+
+    node = DurableToolNode([charge], classes={"charge": "external"}, resolver=resolver)
+    report = node.settle(store, "settle-undo")
+    # The resolver, asked about the charge's undo, said "done" and closed the refund as made.
+    assert offered == [] and report.closed == []
+    assert [a.action_id for a in report.open] == [undo_id]
+    assert store.action(undo_id).status == "open"
+    assert store.undo("settle-undo").stopped_at == undo_id and refunds == []

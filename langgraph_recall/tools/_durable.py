@@ -67,6 +67,7 @@ from ._outcome import (
     with_stable_id,
 )
 from ._toolset import ToolSet, check_resolver
+from ._undo import UNDO_PREFIX
 
 log = logging.getLogger("langgraph_recall")
 
@@ -157,7 +158,7 @@ class DurableTools(ToolSet):
         Open external calls are offered to the resolver; what it confirms is closed (done or
         not done). Returns what was closed and what is still open (for the briefing and a
         person). Idempotent and pure calls stay open until the call is replayed, which re-runs
-        them with the same key.
+        them with the same key; an undo left open (``store.undo``) stays open for a person.
         """
         return drive(self._settle(store, agent_id))
 
@@ -554,7 +555,11 @@ class DurableTools(ToolSet):
         open_actions: list[Action] = yield Io(store.actions, (agent_id,), {"open_only": True})
         for action in open_actions:
             klass = self._classes.get(action.tool) or action.klass
-            if klass != "external" or self.resolver is None:
+            # An undo left open (its process died in it) is not the tool's call: the resolver
+            # checks whether the call happened (the charge did), and its "done" closed the
+            # refund as done too, so undo() went on past a refund nobody knows was made.
+            undo = action.tool.startswith(UNDO_PREFIX)
+            if klass != "external" or self.resolver is None or undo:
                 report.open.append(action)
                 continue
             end = yield Resolve(self.resolver, action)
