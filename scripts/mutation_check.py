@@ -1873,6 +1873,14 @@ MUTATIONS = [
         "            undo = False\n",
         ("tests/test_tools_undo.py::-k::settling",),
     ),
+    Mutation(
+        "undo_unrecordable_result",
+        "an undo whose return value cannot be recorded is recorded done with its repr",
+        "langgraph_recall/tools/_undo.py",
+        "        dumps_typed(result)\n",
+        "        pass\n",
+        ("tests/test_tools_undo.py::-k::cannot_be_recorded",),
+    ),
 ]
 
 

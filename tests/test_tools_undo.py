@@ -279,3 +279,31 @@ def test_settling_leaves_an_undo_in_doubt_open_for_a_person(store: Any, saver: A
     assert [a.action_id for a in report.open] == [undo_id]
     assert store.action(undo_id).status == "open"
     assert store.undo("settle-undo").stopped_at == undo_id and refunds == []
+
+
+def test_an_undo_returning_what_cannot_be_recorded_is_recorded_done_with_its_repr(
+    store: Any, saver: Any
+) -> None:
+    refunds: list[Any] = []
+    _charging_agent(store, saver, "odd-return", refunds, charges=1)
+
+    class Receipt:
+        def __repr__(self) -> str:
+            return "Receipt(r-7)"
+
+    calls: list[str] = []
+
+    def refund(amount: Decimal, customer: str) -> Receipt:
+        calls.append(customer)
+        return Receipt()
+
+    # The refund happened, then recording its end raised: the undo stayed open (in doubt)
+    # and every later undo() stopped at it.
+    report = store.undo("odd-return", undo={"charge": refund})
+    [charge_action] = [a for a in store.actions("odd-return") if a.tool == "charge"]
+    assert report.undone == [charge_action.action_id] and calls == ["c0"]
+    undone = store.action(undo_action_id(charge_action.action_id))
+    assert undone.status == "done" and undone.result == "Receipt(r-7)"
+    assert "Receipt" in (undone.note or "")
+    again = store.undo("odd-return", undo={"charge": refund})
+    assert again.already_undone == report.undone and again.stopped_at is None and calls == ["c0"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from .._errors import RecallError
 from ..store import Action, RecallStore, UndoReport
+from ..store._codec import dumps_typed
 from ._canonical import args_digest
 from ._keys import key_scope
 from ._outcome import whole_result
@@ -138,7 +139,17 @@ def _undo_one(store: RecallStore, agent_id: str, call: _UndoCall) -> str:
     except Exception as exc:
         store.end(undo_id, attempt, "failed", error=f"{type(exc).__name__}: {exc}")
         return "failed"
-    store.end(undo_id, attempt, "done", result=result, note=f"undid {action.action_id}")
+    note = f"undid {action.action_id}"
+    try:
+        dumps_typed(result)
+    except RecallError:
+        # The undo ran: its end must be recorded, or it would read as in doubt for good and
+        # stop every later undo() here. What it returned is for people to read, so its repr.
+        note += (
+            f"; it returned a {type(result).__name__}, which cannot be recorded: kept as its repr"
+        )
+        result = repr(result)
+    store.end(undo_id, attempt, "done", result=result, note=note)
     return "done"
 
 
