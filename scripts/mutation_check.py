@@ -1881,6 +1881,22 @@ MUTATIONS = [
         "        pass\n",
         ("tests/test_tools_undo.py::-k::cannot_be_recorded",),
     ),
+    Mutation(
+        "undo_in_doubt_open",
+        "an undo function raising InDoubt leaves its undo open (not failed) and stops the walk",
+        "langgraph_recall/tools/_undo.py",
+        "    except InDoubt:\n",
+        "    except ():\n",
+        ("tests/test_tools_undo.py::-k::raising_in_doubt",),
+    ),
+    Mutation(
+        "undo_in_doubt_named",
+        "an undo left in doubt by this walk is the action its report's stopped_at names",
+        "langgraph_recall/tools/_undo.py",
+        "            return _stopped(report, undo_action_id(call.action.action_id))\n",
+        "            return _stopped(report, call.action.action_id)\n",
+        ("tests/test_tools_undo.py::-k::raising_in_doubt",),
+    ),
 ]
 
 

@@ -10,7 +10,7 @@ from fix_tools import build_graph, call, reply
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
-from langgraph_recall import ActionEnd, RecallError, RecallStore
+from langgraph_recall import ActionEnd, InDoubt, RecallError, RecallStore
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
 from langgraph_recall.tools._canonical import action_key, args_digest
 from langgraph_recall.tools._undo import undo_action_id
@@ -307,3 +307,32 @@ def test_an_undo_returning_what_cannot_be_recorded_is_recorded_done_with_its_rep
     assert "Receipt" in (undone.note or "")
     again = store.undo("odd-return", undo={"charge": refund})
     assert again.already_undone == report.undone and again.stopped_at is None and calls == ["c0"]
+
+
+def test_an_undo_raising_in_doubt_stays_open_and_the_walk_stops_at_it(
+    store: Any, saver: Any
+) -> None:
+    refunds: list[Any] = []
+    _charging_agent(store, saver, "undo-doubt", refunds)
+    calls: list[str] = []
+
+    def refund(amount: Decimal, customer: str) -> str:
+        calls.append(customer)
+        if customer == "c1":  # the bank took the request and never answered
+            raise InDoubt("the bank closed the connection before answering")
+        return "refunded"
+
+    charges = [a.action_id for a in store.actions("undo-doubt") if a.tool == "charge"]
+    stuck = undo_action_id(charges[1])
+    # It was recorded failed (a person reads "not refunded", and refunds again) and the walk
+    # went on to refund c0.
+    report = store.undo("undo-doubt", undo={"charge": refund})
+    assert report.undone == [charges[2]] and report.failed == []
+    assert report.stopped_at == stuck and calls == ["c2", "c1"]
+    assert store.action(stuck).status == "open" and store.action(stuck).tool == "undo:charge"
+    again = store.undo("undo-doubt", undo={"charge": refund})
+    assert again.stopped_at == stuck and calls == ["c2", "c1"]
+    # A person checks with the bank: the refund went through; the walk goes on past it.
+    store.resolve(stuck, "done")
+    last = store.undo("undo-doubt", undo={"charge": refund})
+    assert last.undone == [charges[0]] and last.stopped_at is None and calls[-1] == "c0"

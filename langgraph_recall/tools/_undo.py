@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._errors import RecallError
+from .._errors import InDoubt, RecallError
 from ..store import Action, RecallStore, UndoReport
 from ..store._codec import dumps_typed
 from ._canonical import args_digest
@@ -53,8 +53,8 @@ def run_undo(
     calls = [_prepare(fn, action) for action, fn in walk.undos]
     for call in calls:
         outcome = _undo_one(store, agent_id, call)
-        if outcome == "in_doubt":
-            return _stopped(report, call.action.action_id)
+        if outcome == "in_doubt":  # the undo is what is open: name it, to be resolved
+            return _stopped(report, undo_action_id(call.action.action_id))
         lists = {"done": report.undone, "already": report.already_undone, "failed": report.failed}
         lists[outcome].append(call.action.action_id)
     return _stopped(report, walk.stopped_at) if walk.stopped_at else report
@@ -136,6 +136,11 @@ def _undo_one(store: RecallStore, agent_id: str, call: _UndoCall) -> str:
         # closed as not done (the next undo() claims it again) and the caller told why.
         store.end(undo_id, attempt, "not_done", note=str(exc.error))
         raise exc.error from None
+    except InDoubt:
+        # It cannot tell whether its reversal happened (an answer lost after the request
+        # left). Recorded failed, a person would read "not refunded" and refund again: it
+        # stays open, as a crash would leave it, and the walk stops at it.
+        return "in_doubt"
     except Exception as exc:
         store.end(undo_id, attempt, "failed", error=f"{type(exc).__name__}: {exc}")
         return "failed"
