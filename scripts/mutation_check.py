@@ -1897,6 +1897,25 @@ MUTATIONS = [
         "            return _stopped(report, call.action.action_id)\n",
         ("tests/test_tools_undo.py::-k::raising_in_doubt",),
     ),
+    Mutation(
+        "undo_takes_lease",
+        "store.undo acts under the agent's lease: lease_held while another holder (or a killed undo) has it",
+        "langgraph_recall/tools/_undo.py",
+        "        return keeper.acquire(agent_id)\n",
+        '        return keeper._held.setdefault(agent_id, HeldLease(agent_id, 0, float("inf")))\n',
+        (
+            "tests/test_tools_undo.py::-k::lease_held",
+            "tests/test_tools_undo.py::-k::killed_undo",
+        ),
+    ),
+    Mutation(
+        "undo_lease_checked",
+        "an undo that lost the agent's lease mid-way starts no other undo (lease_lost)",
+        "langgraph_recall/tools/_undo.py",
+        "        _check_lease(keeper, agent_id, report)\n",
+        "",
+        ("tests/test_tools_undo.py::-k::loses_the_lease",),
+    ),
 ]
 
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +15,7 @@ from fix_tools import build_graph, call, reply
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
-from langgraph_recall import ActionEnd, InDoubt, RecallError, RecallStore
+from langgraph_recall import ActionEnd, InDoubt, LeaseHeld, LeaseLost, RecallError, RecallStore
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
 from langgraph_recall.tools._canonical import action_key, args_digest
 from langgraph_recall.tools._undo import undo_action_id
@@ -336,3 +341,94 @@ def test_an_undo_raising_in_doubt_stays_open_and_the_walk_stops_at_it(
     store.resolve(stuck, "done")
     last = store.undo("undo-doubt", undo={"charge": refund})
     assert last.undone == [charges[0]] and last.stopped_at is None and calls[-1] == "c0"
+
+
+# --- the agent's lease ---------------------------------------------------------------------------
+
+
+def _refund_to(refunds: list[str]) -> Any:
+    def refund(amount: Decimal, customer: str) -> str:
+        refunds.append(customer)
+        return "refunded"
+
+    return refund
+
+
+def test_undo_while_another_holder_has_the_agents_lease_is_lease_held(
+    store: Any, saver: Any
+) -> None:
+    _charging_agent(store, saver, "busy", [], charges=2)
+    refunds: list[str] = []
+    # A run of the agent in another process: undo refunded under it.
+    other = store.acquire_lease("busy", "worker-2", 60)
+    with pytest.raises(LeaseHeld) as err:
+        store.undo("busy", undo={"charge": _refund_to(refunds)})
+    assert err.value.code == "lease_held" and "worker-2" in str(err.value)
+    assert "Nothing was undone or recorded" in str(err.value)
+    assert refunds == [] and not [a for a in store.actions("busy") if a.tool.startswith("undo:")]
+    store.release_lease("busy", "worker-2", other.epoch)
+    assert len(store.undo("busy", undo={"charge": _refund_to(refunds)}).undone) == 2
+    # It gave the lease back: a run of the agent may start at once.
+    assert store.acquire_lease("busy", "worker-2", 60).holder == "worker-2"
+
+
+def test_undo_that_loses_the_lease_mid_way_starts_no_other_undo(store: Any, saver: Any) -> None:
+    _charging_agent(store, saver, "lost", [], charges=3)
+    refunds: list[str] = []
+
+    def refund(amount: Decimal, customer: str) -> str:
+        refunds.append(customer)
+        if customer == "c2":  # meanwhile another process takes the agent over
+            mine = store.lease("lost")
+            store.release_lease("lost", mine.holder, mine.epoch)
+            store.acquire_lease("lost", "worker-2", 60)
+        return "refunded"
+
+    charges = [a.action_id for a in store.actions("lost") if a.tool == "charge"]
+    with pytest.raises(LeaseLost) as err:
+        store.undo("lost", undo={"charge": refund})
+    assert err.value.code == "lease_lost" and err.value.details["undone"] == [charges[2]]
+    assert "worker-2" in str(err.value)
+    # The refund that ran is recorded; none started under the new holder.
+    assert refunds == ["c2"] and store.action(undo_action_id(charges[2])).status == "done"
+    assert not [a for a in store.actions("lost") if a.action_id == undo_action_id(charges[1])]
+    assert store.lease("lost").holder == "worker-2"  # not given back: it was not ours
+
+
+@pytest.mark.slow
+def test_a_killed_undo_blocks_undo_until_its_lease_expires(
+    store: Any, saver: Any, store_target: str, tmp_path: Path
+) -> None:
+    _charging_agent(store, saver, "killed", [], charges=2)
+    charges = [a.action_id for a in store.actions("killed") if a.tool == "charge"]
+    started = tmp_path / "refund-started"
+    code = (
+        "import os, sys, time\n"
+        "from langgraph_recall import RecallStore\n"
+        "def refund(amount, customer):\n"
+        "    open(os.environ['STARTED'], 'w').close()\n"
+        "    time.sleep(120)  # killed here, mid-refund\n"
+        "RecallStore.open(os.environ['TARGET']).undo('killed', undo={'charge': refund}, "
+        "lease_ttl=2)\n"
+    )
+    env = {**os.environ, "TARGET": store_target, "STARTED": str(started)}
+    child = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert child.poll() is None, "the undo process ended before its refund started"
+            assert time.monotonic() < deadline, "the undo process never started its refund"
+            time.sleep(0.05)
+    finally:
+        child.kill()
+        child.wait()
+    refunds: list[str] = []
+    # Its lease is still live: the refund may be on its way, so nothing else may act.
+    with pytest.raises(LeaseHeld):
+        store.undo("killed", undo={"charge": _refund_to(refunds)})
+    expires_at = store.lease("killed").expires_at
+    time.sleep(max(0.0, expires_at - time.time()) + 0.2)
+    # Expired: undo runs, and stops at the refund the kill left open.
+    report = store.undo("killed", undo={"charge": _refund_to(refunds)})
+    assert report.stopped_at == undo_action_id(charges[1]) and report.undone == []
+    assert refunds == []

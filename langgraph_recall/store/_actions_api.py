@@ -187,7 +187,11 @@ class ActionsAPI(StoreBase):
         return await self._run(self.resolve, action_id, outcome, note)
 
     def undo(
-        self, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
+        self,
+        agent_id: str,
+        undo: Mapping[str, Callable[..., Any]] | None = None,
+        *,
+        lease_ttl: float = 60.0,
     ) -> UndoReport:
         """Reverse the agent's done actions newest first with their undo functions.
 
@@ -197,16 +201,27 @@ class ActionsAPI(StoreBase):
         is itself a once-only action; the walk stops at anything in doubt and reports done
         actions whose tool has no known undo (``no_undo``) and those an earlier call reversed
         (``already_undone``).
+
+        It acts for the agent under the agent's lease, the one ``RecallCheckpointer`` takes for
+        a run, held (and renewed) until it returns: ``LeaseHeld`` while a run of the agent or
+        another undo holds it, or one killed mid-way whose lease has not expired yet (after
+        at most ``lease_ttl`` seconds); nothing is undone then. ``LeaseLost`` if another holder
+        took it over mid-way: what was undone before is recorded, no further undo starts.
         """
         from ..tools._undo import run_undo
 
-        return run_undo(cast("RecallStore", self), agent_id, undo)
+        return run_undo(cast("RecallStore", self), agent_id, undo, lease_ttl=lease_ttl)
 
     async def aundo(
-        self, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
+        self,
+        agent_id: str,
+        undo: Mapping[str, Callable[..., Any]] | None = None,
+        *,
+        lease_ttl: float = 60.0,
     ) -> UndoReport:
-        """Async twin of ``undo``: the same walk, newest first, in a worker thread."""
-        return await self._run(self.undo, agent_id, undo)
+        """Async twin of ``undo``: the same walk, newest first, under the agent's lease, in a
+        worker thread."""
+        return await self._run(self.undo, agent_id, undo, lease_ttl=lease_ttl)
 
     # --- approvals -------------------------------------------------------------------------
 

@@ -8,6 +8,9 @@ before could leave things worse. Done actions whose tool has no undo are reporte
 An undo function gets the original arguments with their original types as keyword
 arguments, plus any of ``result`` (what the action returned, whole), ``action`` (its record) and
 ``idempotency_key`` (the undo's own key, for the API) that it declares.
+
+The walk acts for the agent, so it holds the agent's lease (``checkpoint._lease``, the one a
+run takes) from before it reads the actions until it returns, and checks it before each undo.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._errors import InDoubt, RecallError
+from .._errors import InDoubt, LeaseHeld, LeaseLost, RecallError
+from ..checkpoint._lease import HeldLease, LeaseKeeper, new_holder_id
 from ..store import Action, RecallStore, UndoReport
 from ..store._codec import dumps_typed
 from ._canonical import args_digest
@@ -26,6 +31,7 @@ from ._keys import key_scope
 from ._outcome import whole_result
 
 UNDO_PREFIX = "undo:"
+DEFAULT_LEASE_TTL = 60.0  # as RecallCheckpointer's
 
 
 def undo_action_id(action_id: str) -> str:
@@ -34,11 +40,17 @@ def undo_action_id(action_id: str) -> str:
 
 
 def run_undo(
-    store: RecallStore, agent_id: str, undo: Mapping[str, Callable[..., Any]] | None = None
+    store: RecallStore,
+    agent_id: str,
+    undo: Mapping[str, Callable[..., Any]] | None = None,
+    *,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
 ) -> UndoReport:
     """Reverse the agent's done actions newest first; see the module docstring. ``undo``: undo
-    functions by tool name, beside those the store knows from nodes that ran in this process."""
-    report = UndoReport()
+    functions by tool name, beside those the store knows from nodes that ran in this process.
+
+    Runs under the agent's lease, the one ``RecallCheckpointer`` takes for a run (``LeaseHeld``
+    while another holder has it; ``LeaseLost`` once another took it over mid-way)."""
     registry = {**store._undo_registry, **(undo or {})}
     for name, given in (undo or {}).items():
         if not callable(given):
@@ -46,18 +58,72 @@ def run_undo(
                 f"undo={{{name!r}: ...}} must map a tool name to a function, got {given!r}",
                 code="invalid_value",
             )
+    # Without the lease, an undo ran beside a run of the agent (refunding a charge it was
+    # about to build on) or beside another undo(): each claimed what the other had open,
+    # read it as in doubt and stopped, or an undo killed mid-way was resolved by a person
+    # while a second one was still running it.
+    keeper = LeaseKeeper(store, holder=new_holder_id(), ttl=lease_ttl, wait=0.0, fenced=False)
+    try:
+        held = _take_lease(keeper, agent_id)
+        return _run(store, agent_id, registry, keeper, held.epoch)
+    finally:
+        keeper.close()  # gives the lease back (unless it was lost) and stops its renewals
+
+
+def _take_lease(keeper: LeaseKeeper, agent_id: str) -> HeldLease:
+    try:
+        return keeper.acquire(agent_id)
+    except LeaseHeld as exc:
+        expires_at = exc.details.get("expires_at")
+        left = "" if expires_at is None else f", for {max(0.0, expires_at - time.time()):.1f}s more"
+        raise LeaseHeld(
+            f"cannot undo agent {agent_id!r} now: {exc.details.get('holder')} holds its lease "
+            f"(epoch {exc.details.get('epoch')}{left}): a run of the agent, another undo, or "
+            "one that was killed and whose lease has not expired yet. Nothing was undone or "
+            "recorded; run undo again once it is free.",
+            **exc.details,
+        ) from None
+
+
+def _run(
+    store: RecallStore,
+    agent_id: str,
+    registry: Mapping[str, Callable[..., Any]],
+    keeper: LeaseKeeper,
+    epoch: int,
+) -> UndoReport:
+    report = UndoReport()
     # Every undo function the walk will call is checked first (it takes these arguments, and
     # runs in this thread), before any is run or recorded: a bad one found half-way left the
     # undos before it done and its own recorded as failed, never to run again once fixed.
     walk = _walk(store.actions(agent_id), registry, report)
     calls = [_prepare(fn, action) for action, fn in walk.undos]
     for call in calls:
-        outcome = _undo_one(store, agent_id, call)
+        _check_lease(keeper, agent_id, report)
+        outcome = _undo_one(store, agent_id, call, epoch)
         if outcome == "in_doubt":  # the undo is what is open: name it, to be resolved
             return _stopped(report, undo_action_id(call.action.action_id))
         lists = {"done": report.undone, "already": report.already_undone, "failed": report.failed}
         lists[outcome].append(call.action.action_id)
     return _stopped(report, walk.stopped_at) if walk.stopped_at else report
+
+
+def _check_lease(keeper: LeaseKeeper, agent_id: str, report: UndoReport) -> None:
+    """Raise ``LeaseLost`` before the next undo starts if another holder took the lease (this
+    process was frozen past it, or its renewals failed): that holder now acts for the agent."""
+    try:
+        keeper.check_write(agent_id)
+    except LeaseLost:
+        current = keeper.store.lease(agent_id)
+        who = current.holder if current is not None else "nobody"
+        raise LeaseLost(
+            f"undo of agent {agent_id!r} lost its lease (it now belongs to {who}) after "
+            f"undoing {len(report.undone)} action(s); it started no other undo. What it undid "
+            "is recorded: run undo again once the agent is free.",
+            agent_id=agent_id,
+            holder=who,
+            undone=list(report.undone),
+        ) from None
 
 
 @dataclasses.dataclass
@@ -108,7 +174,7 @@ class _UndoCall:
     is_tool: bool
 
 
-def _undo_one(store: RecallStore, agent_id: str, call: _UndoCall) -> str:
+def _undo_one(store: RecallStore, agent_id: str, call: _UndoCall, epoch: int) -> str:
     action = call.action
     undo_id = undo_action_id(action.action_id)
     claim = store.claim(
@@ -120,6 +186,7 @@ def _undo_one(store: RecallStore, agent_id: str, call: _UndoCall) -> str:
         klass="external",
         idempotency_key=undo_id,
         thread_id=action.thread_id,
+        epoch=epoch,
     )
     if claim.status == "done":
         return "already"  # an earlier undo() reversed it (the undo is once-only)
