@@ -1916,6 +1916,14 @@ MUTATIONS = [
         "",
         ("tests/test_tools_undo.py::-k::loses_the_lease",),
     ),
+    Mutation(
+        "resolver_result_named",
+        "a resolver's done result that cannot be recorded is refused naming the resolver and the action",
+        "langgraph_recall/tools/_steps.py",
+        "            dumps_typed(end.result)\n",
+        "            pass\n",
+        ("tests/test_tools_calls.py::-k::resolver_result_that_cannot_be_recorded",),
+    ),
 ]
 
 

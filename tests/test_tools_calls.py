@@ -359,6 +359,30 @@ def test_a_resolver_answer_that_is_not_an_action_end_is_refused_by_name(
     assert store.action(action_id).status == "open" and read_effects(effects) == []
 
 
+def test_a_resolver_result_that_cannot_be_recorded_is_refused_naming_resolver_and_action(
+    store, tmp_path
+) -> None:
+    agent = "resolver-odd"
+    action_id = _leave_in_doubt(store, agent, "send", {"to": "a"}, "external")
+
+    class Receipt:
+        pass
+
+    def check_outbox(action):
+        return ActionEnd("done", result=Receipt())
+
+    node = DurableToolNode(
+        [_effect_tool(str(tmp_path / "e"))], classes={"send": "external"}, resolver=check_outbox
+    )
+    # It was "cannot record a value of type Receipt", naming neither the resolver nor the call.
+    with pytest.raises(RecallError) as err:
+        node.settle(store, agent)
+    assert err.value.code == "invalid_value" and err.value.details["action_id"] == action_id
+    assert "check_outbox" in str(err.value) and action_id in str(err.value)
+    assert "Receipt" in str(err.value)
+    assert store.action(action_id).status == "open"
+
+
 def test_in_doubt_idempotent_call_is_run_again_with_the_same_key(store, saver, tmp_path) -> None:
     effects = str(tmp_path / "e.log")
     action_id = _leave_in_doubt(store, "idem", "send", {"to": "a"}, "idempotent")

@@ -84,7 +84,7 @@ def _resolution(step: Resolve, found: Any) -> Any:
         return found
     action = step.action
     raise RecallError(
-        f"the resolver {_name(step.resolver)} returned {type(found).__name__} {found!r:.80} for "
+        f"the resolver {name_of(step.resolver)} returned {type(found).__name__} {found!r:.80} for "
         f"{action.tool} (action {action.action_id}); it must return ActionEnd('done', "
         "result=...), ActionEnd('not_done') or None (cannot tell). The call stays open, not run.",
         code="invalid_value",
@@ -100,7 +100,7 @@ def _resolver_failed(step: Resolve, exc: Exception) -> None:
     action = step.action
     log.warning(
         "the resolver %s raised %s for %s (action %s); the call stays in doubt, not run",
-        _name(step.resolver),
+        name_of(step.resolver),
         type(exc).__name__,
         action.tool,
         action.action_id,
@@ -109,7 +109,8 @@ def _resolver_failed(step: Resolve, exc: Exception) -> None:
     return None
 
 
-def _name(fn: Any) -> str:
+def name_of(fn: Any) -> str:
+    """A function's name for messages (its class's for a callable object)."""
     return getattr(fn, "__qualname__", None) or type(fn).__qualname__
 
 

@@ -566,7 +566,7 @@ class DurableTools(ToolSet):
             if end is None:
                 report.open.append(action)
                 continue
-            yield Io(_steps.record_resolution, (store, action, end))
+            yield Io(_steps.record_resolution, (store, action, end, self.resolver))
             report.closed.append((yield Io(store.action, (action.action_id,))))
         return report
 

@@ -18,8 +18,9 @@ except ImportError:  # pragma: no cover
 from .._errors import ApprovalDenied, ApprovalMismatch, RecallError
 from ..store import Action, Claim, RecallStore
 from ..store._actions import end_statement
+from ..store._codec import dumps_typed
 from ..store._due import DueEnd
-from ._drive import Io, Logic, Resolve, WaitTurn
+from ._drive import Io, Logic, Resolve, WaitTurn, name_of
 from ._order import asking_of
 from ._outcome import (
     ActionEnd,
@@ -155,7 +156,22 @@ def abandon(store: RecallStore, agent_id: str, action: Action, gated: bool) -> N
             )
 
 
-def record_resolution(store: RecallStore, action: Action, end: ActionEnd) -> bool:
+def record_resolution(
+    store: RecallStore, action: Action, end: ActionEnd, resolver: Callable[..., Any]
+) -> bool:
+    if end.outcome == "done":
+        try:
+            dumps_typed(end.result)
+        except RecallError as exc:
+            # Refused by the records' serializer deep in store.end, the error named neither the
+            # resolver nor the call, and the run failed with no hint of where to look.
+            raise RecallError(
+                f"the resolver {name_of(resolver)} settled {action.tool} (action "
+                f"{action.action_id}) as done with a result that cannot be recorded: {exc} "
+                "The call stays open, not run.",
+                code="invalid_value",
+                action_id=action.action_id,
+            ) from None
     return store.end(
         action.action_id,
         action.attempt,
@@ -182,7 +198,7 @@ def settle_in_doubt(
     end = None if resolver is None else (yield Resolve(resolver, action))
     if end is None:
         return in_doubt_message(action, call, reason)
-    yield Io(record_resolution, (store, action, end))
+    yield Io(record_resolution, (store, action, end, resolver))
     if end.outcome != "done":
         return None
     settled = yield Io(store.action, (action.action_id,))
