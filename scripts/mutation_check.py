@@ -1924,6 +1924,14 @@ MUTATIONS = [
         "            pass\n",
         ("tests/test_tools_calls.py::-k::resolver_result_that_cannot_be_recorded",),
     ),
+    Mutation(
+        "meta_lost",
+        "a database that lost recall_meta but kept other recall tables is refused, not re-created",
+        "langgraph_recall/store/_db.py",
+        "            self._refuse_if_meta_lost(tx)\n",
+        "",
+        ("tests/test_store_schema.py::-k::lost_only_its_meta_table",),
+    ),
 ]
 
 

@@ -639,6 +639,47 @@ def test_a_dropped_table_is_refused_at_open(store_target: str, table: str) -> No
     assert "Restore the database from a backup" in str(err.value)
 
 
+def _drop_table(target: str, table: str) -> None:
+    if target.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE {table} CASCADE")
+    else:
+        with contextlib.closing(sqlite3.connect(target)) as conn:
+            conn.execute(f"DROP TABLE {table}")
+            conn.commit()
+
+
+def _has_meta(target: str) -> bool:
+    if target.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            return conn.execute("SELECT to_regclass('recall_meta')").fetchone() != (None,)
+    with contextlib.closing(sqlite3.connect(target)) as conn:
+        return bool(
+            conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'recall_meta'").fetchall()
+        )
+
+
+def test_a_database_that_lost_only_its_meta_table_is_refused_untouched(store_target: str) -> None:
+    with RecallStore.open(store_target) as s:
+        s.record("ag", [HumanMessage("kept", id="m-1")])
+    _drop_table(store_target, "recall_meta")
+    if not store_target.startswith("postgresql"):
+        # Without its secret file a SQLite store has nothing beside it to say it held records.
+        os.remove(store_target + ".secret")
+    # Without the check the open created recall_meta again and re-ran every migration over
+    # the records (failing half-way on columns already there), as if the store were new.
+    with pytest.raises(RecordsMissing, match="but not recall_meta") as err:
+        RecallStore.open(store_target)
+    assert err.value.code == "records_missing"
+    assert err.value.details["missing"] == ["recall_meta"]
+    assert "Restore the database from a backup" in str(err.value)
+    assert not _has_meta(store_target), "the refusal wrote nothing"
+
+
 def test_a_folder_given_as_the_database_says_so(tmp_path: Any) -> None:
     # SQLite says only "unable to open database file".
     with pytest.raises(RecallError) as err:

@@ -263,6 +263,7 @@ class Database(ABC):
             if self.dialect == "postgres":
                 # Several workers may open a fresh database at once: serialise the DDL.
                 tx.run("SELECT pg_advisory_xact_lock(7260031122)")
+            self._refuse_if_meta_lost(tx)
             self._create_meta(tx)
             row = tx.one("SELECT value FROM recall_meta WHERE key = 'schema_version'")
             current = int(row[0]) if row else 0
@@ -311,20 +312,8 @@ class Database(ABC):
         table dropped by hand, a partial restore): each later call would fail on its own, with
         nothing to say that records were lost."""
         with self.tx() as tx:
-            if self.dialect == "sqlite":
-                present = {
-                    r[0] for r in tx.all("SELECT name FROM sqlite_master WHERE type = 'table'")
-                }
-                missing = [t for t in TABLES if t not in present]
-            else:
-                missing = [
-                    r[0]
-                    for r in tx.all(
-                        "SELECT t FROM unnest(CAST(? AS TEXT[])) WITH ORDINALITY AS u(t, n) "
-                        "WHERE to_regclass(t) IS NULL ORDER BY n",
-                        (list(TABLES),),
-                    )
-                ]
+            present = set(self._present(tx, TABLES))
+        missing = [t for t in TABLES if t not in present]
         if missing:
             raise RecordsMissing(
                 f"{self.target} holds langgraph-recall's schema v{SCHEMA_VERSION} but not its "
@@ -333,6 +322,37 @@ class Database(ABC):
                 path=self.target,
                 missing=missing,
             )
+
+    def _refuse_if_meta_lost(self, tx: Tx) -> None:
+        """Refuse a database whose ``recall_meta`` is gone while other recall tables remain (a
+        table dropped by hand, a partial restore): creating it afresh would take the records
+        for a new store, re-run every migration over them and give them a new store id."""
+        if self._present(tx, ("recall_meta",)):
+            return
+        found = self._present(tx, TABLES)
+        if found:
+            raise RecordsMissing(
+                f"{self.target} holds langgraph-recall's tables {', '.join(found)} but not "
+                "recall_meta, which says which store and schema version they are: it was "
+                "dropped, or the database was restored only in part. Nothing was written. "
+                "Restore the database from a backup.",
+                path=self.target,
+                missing=["recall_meta"],
+            )
+
+    def _present(self, tx: Tx, tables: Sequence[str]) -> list[str]:
+        """Which of ``tables`` exist (PostgreSQL: on the search path), in the order given."""
+        if self.dialect == "sqlite":
+            present = {r[0] for r in tx.all("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            return [t for t in tables if t in present]
+        return [
+            r[0]
+            for r in tx.all(
+                "SELECT t FROM unnest(CAST(? AS TEXT[])) WITH ORDINALITY AS u(t, n) "
+                "WHERE to_regclass(t) IS NOT NULL ORDER BY n",
+                (list(tables),),
+            )
+        ]
 
     def _create_meta(self, tx: Tx) -> None:
         tx.run(
