@@ -1932,6 +1932,18 @@ MUTATIONS = [
         "",
         ("tests/test_store_schema.py::-k::lost_only_its_meta_table",),
     ),
+    Mutation(
+        "secret_file_strict",
+        "a spoiled secret file is secret_missing, not read as another store's (records_missing)",
+        "langgraph_recall/store/_secret.py",
+        "    store_id, _ = read_secret_file(path, db_path)\n",
+        "    try:\n"
+        "        with open(path) as f:\n"
+        '            store_id = json.load(f).get("store_id")\n'
+        "    except (OSError, ValueError, AttributeError):\n"
+        "        store_id = None\n",
+        ("tests/test_store_schema.py::-k::spoiled_secret_file",),
+    ),
 ]
 
 

@@ -199,6 +199,19 @@ def test_a_deleted_database_whose_secret_remains_is_records_missing(
     assert code == 1 and not os.path.exists(db)
 
 
+def test_an_empty_secret_file_is_one_line_saying_what_to_do(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    db = str(tmp_path / "recall.db")
+    with RecallStore.open(db) as s:
+        s.record("a", [HumanMessage("kept", id="m1")])
+    open(db + ".secret", "w").close()
+    # It said the database "belongs to another store" (records_missing).
+    code, out, err = cli(capsys, "--db", db, "agents")
+    assert_one_line_error(code, out, err, "is not a usable secret file: it is empty", "backup")
+    assert code == 1
+
+
 def test_the_demos_closing_hint_names_a_database_given_with_db(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

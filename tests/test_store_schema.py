@@ -455,6 +455,46 @@ def test_sqlite_without_its_secret_file_is_refused(tmp_path: Any) -> None:
     assert err.value.code == "secret_missing" and "Restore" in str(err.value)
 
 
+def _spoil(saved: dict[str, Any], how: str) -> str:
+    if how == "empty":
+        return ""
+    if how == "cut_short":
+        return json.dumps(saved)[:20]
+    if how == "not_an_object":
+        return json.dumps([saved["store_id"], saved["secret"]])
+    if how == "no_store_id":
+        return json.dumps({"secret": saved["secret"]})
+    if how == "no_secret":
+        return json.dumps({"store_id": saved["store_id"]})
+    assert how == "secret_not_hex"
+    return json.dumps({**saved, "secret": "not hex"})
+
+
+@pytest.mark.parametrize(
+    "how", ["empty", "cut_short", "not_an_object", "no_store_id", "no_secret", "secret_not_hex"]
+)
+def test_a_spoiled_secret_file_is_secret_missing_and_says_what_to_do(
+    tmp_path: Any, how: str
+) -> None:
+    # An empty or cut-short file read as "no store id" (records_missing: "belongs to another
+    # store"); a missing or non-hex secret escaped as a raw KeyError or ValueError.
+    path = str(tmp_path / "recall.db")
+    _make_store_with_records(path)
+    secret_file = path + ".secret"
+    with open(secret_file) as f:
+        spoiled = _spoil(json.load(f), how)
+    with open(secret_file, "w") as f:
+        f.write(spoiled)
+    before = _files(tmp_path)
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(path)
+    assert err.value.code == "secret_missing", err.value
+    text = str(err.value)
+    assert f"{secret_file} is not a usable secret file" in text
+    assert "Restore it from a backup" in text and f"delete {secret_file}" in text
+    assert _files(tmp_path) == before, "nothing was written"
+
+
 def test_postgres_secret_comes_from_the_argument_or_the_environment(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -68,11 +68,7 @@ def refuse_if_deleted(db_path: str) -> None:
     path = secret_path(db_path)
     if not os.path.exists(path):
         return
-    try:
-        with open(path) as f:
-            store_id = json.load(f).get("store_id")
-    except (OSError, ValueError, AttributeError):
-        store_id = None
+    store_id, _ = read_secret_file(path, db_path)
     if not os.path.exists(db_path):
         raise _missing(db_path, path, "does not exist", store_id)
     found = sqlite_found(db_path)
@@ -93,16 +89,60 @@ def _missing(db_path: str, path: str, what: str, store_id: Any) -> RecordsMissin
     )
 
 
+def read_secret_file(path: str, db_path: str) -> tuple[str, bytes]:
+    """The store id and signing secret a secret file holds.
+
+    Strict: a file that is empty, cut short, edited by hand or unreadable is ``secret_missing``
+    (saying what to do), never taken as "no store id" (which read as another store's database,
+    ``records_missing``) or let through as a raw ``KeyError`` or ``ValueError``. The file is
+    written whole under a temporary name and linked into place, so a store being created
+    right now never shows a partial one.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, ValueError) as exc:
+        raise _unusable(path, db_path, f"it cannot be read ({exc})") from exc
+    if not text.strip():
+        raise _unusable(path, db_path, "it is empty")
+    try:
+        saved = json.loads(text)
+    except ValueError:
+        raise _unusable(path, db_path, "it is not the JSON object langgraph-recall wrote") from None
+    if not isinstance(saved, dict):
+        raise _unusable(path, db_path, "it is not the JSON object langgraph-recall wrote")
+    store_id = saved.get("store_id")
+    if not isinstance(store_id, str) or not store_id:
+        raise _unusable(path, db_path, "it names no store id")
+    raw = saved.get("secret")
+    try:
+        secret = bytes.fromhex(raw) if isinstance(raw, str) else b""
+    except ValueError:
+        secret = b""
+    if not secret:
+        raise _unusable(path, db_path, "it holds no signing secret (hex)")
+    return store_id, secret
+
+
+def _unusable(path: str, db_path: str, why: str) -> RecallError:
+    return RecallError(
+        f"{path} is not a usable secret file: {why}. It holds the store id and the approvals' "
+        f"signing secret of {db_path}, which was not opened. Restore it from a backup; "
+        f"to start over on purpose, move {db_path} away and delete {path}.",
+        code="secret_missing",
+        path=path,
+    )
+
+
 def _sqlite_secret_locked(db: Database, db_path: str, existed_before: bool) -> bytes:
     path = secret_path(db_path)
     store_id = _store_id(db)
     if os.path.exists(path):
-        with open(path) as f:
-            saved = json.load(f)
-        if store_id != saved.get("store_id"):
+        saved_id, saved_secret = read_secret_file(path, db_path)
+        if store_id != saved_id:
             what = "is new or empty" if store_id is None else "belongs to another store"
-            raise _missing(db_path, path, what, saved.get("store_id"))
-        return bytes.fromhex(saved["secret"])
+            raise _missing(db_path, path, what, saved_id)
+        return saved_secret
     if store_id is not None and existed_before:
         raise RecallError(
             f"{path} is missing, so approvals recorded in {db_path} can no longer be verified. "
