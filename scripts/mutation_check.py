@@ -1944,6 +1944,24 @@ MUTATIONS = [
         "        store_id = None\n",
         ("tests/test_store_schema.py::-k::spoiled_secret_file",),
     ),
+    Mutation(
+        "search_page_checked",
+        "a search's limit and offset are checked (a count) before the transaction",
+        "langgraph_recall/store/_validate.py",
+        '        validate_count("limit", op.limit)\n'
+        '        validate_count("offset", op.offset)\n'
+        "    elif isinstance(op, ListNamespacesOp):\n",
+        "    elif isinstance(op, ListNamespacesOp):\n",
+        ("tests/test_store_bad_input.py::-k::search_limit_or_offset and sqlite",),
+    ),
+    Mutation(
+        "put_ttl_checked",
+        "a put's ttl is checked (positive, finite minutes) before anything is written",
+        "langgraph_recall/store/_validate.py",
+        '        if isinstance(op, PutOp):\n            validate_minutes("ttl", op.ttl)\n',
+        "",
+        ("tests/test_store_bad_input.py::-k::ttl_must_be and sqlite",),
+    ),
 ]
 
 

@@ -236,6 +236,63 @@ def test_lease_settings_must_be_seconds(seeded: RecallStore, option: str, value:
     saver.close()
 
 
+_BAD_PAGES: list[tuple[str, Any, str]] = [
+    ("search", {"limit": -1}, "limit"),
+    ("search", {"limit": "5"}, "limit"),
+    ("search", {"limit": 2.5}, "limit"),
+    ("search", {"limit": True}, "limit"),
+    ("search", {"limit": 2**70}, "limit"),
+    ("search", {"offset": -1}, "offset"),
+    ("search", {"offset": "1"}, "offset"),
+    ("search", {"query": "kept", "limit": -1}, "limit"),
+    ("list_namespaces", {"limit": -1}, "limit"),
+    ("list_namespaces", {"limit": "2"}, "limit"),
+    ("list_namespaces", {"offset": -1}, "offset"),
+]
+
+
+@pytest.mark.parametrize("method, kwargs, name", _BAD_PAGES)
+def test_a_search_limit_or_offset_must_be_a_count(
+    seeded: RecallStore, method: str, kwargs: dict[str, Any], name: str
+) -> None:
+    # SQLite read a limit of -1 as "no limit" and skipped a negative offset; PostgreSQL refused
+    # them with advice about NUL characters; a string or a float was a raw TypeError or a
+    # driver error on one engine and taken on the other.
+    args = [("docs",)] if method == "search" else []
+    for call in (getattr(seeded, method), getattr(seeded, "a" + method)):
+        with pytest.raises(RecallError) as err:
+            got = call(*args, **kwargs)
+            if asyncio.iscoroutine(got):
+                asyncio.run(got)
+        assert f"{name} must be a whole number from 0" in _invalid(err.value)
+    assert [i.key for i in seeded.search(("docs",), limit=1, offset=0)] == ["kept"]
+
+
+@pytest.mark.parametrize(
+    "ttl", ["5", -1, 0, float("nan"), float("inf"), True, pytest.param(10**400, id="huge")]
+)
+def test_a_ttl_must_be_a_positive_number_of_minutes(seeded: RecallStore, ttl: Any) -> None:
+    # A string was a raw TypeError; a negative, zero, NaN or infinite one was stored.
+    for put in (seeded.put, seeded.aput):
+        with pytest.raises(RecallError) as err:
+            got = put(("docs",), "bad", {"text": "x"}, ttl=ttl)
+            if asyncio.iscoroutine(got):
+                asyncio.run(got)
+        assert "ttl must be a positive, finite number of minutes" in _invalid(err.value)
+    assert seeded.get(("docs",), "bad") is None, "nothing was written"
+    seeded.put(("docs",), "good", {"text": "x"}, ttl=0.5)
+    assert seeded.get(("docs",), "good") is not None
+
+
+def test_a_ttl_config_is_checked_before_the_database_is_opened(tmp_path: Any) -> None:
+    path = tmp_path / "recall.db"
+    for ttl in ({"default_ttl": -5}, {"sweep_interval_minutes": "1"}, 60):
+        with pytest.raises(RecallError) as err:
+            RecallStore.open(str(path), ttl=ttl)  # type: ignore[arg-type]
+        assert "ttl" in _invalid(err.value)
+    assert list(tmp_path.iterdir()) == [], "nothing was created"
+
+
 def test_no_driver_error_escapes_for_text_postgresql_cannot_hold(seeded: RecallStore) -> None:
     """SQLite keeps NUL in ids exactly; PostgreSQL cannot, and says so as a RecallError."""
     try:

@@ -53,7 +53,13 @@ from ._postgres import PostgresDatabase
 from ._records_api import RecordsAPI
 from ._secret import postgres_secret, postgres_secret_given, refuse_if_deleted, sqlite_secret
 from ._sqlite import SqliteDatabase
-from ._validate import message_list, validate_namespace, validated
+from ._validate import (
+    message_list,
+    validate_minutes,
+    validate_namespace,
+    validate_ttl_config,
+    validated,
+)
 
 log = logging.getLogger("langgraph_recall")
 
@@ -176,6 +182,7 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
                 code="invalid_value",
             )
         check_scheme(text)
+        validate_ttl_config(ttl)
         if secret is not None and not isinstance(secret, (str, bytes)):
             raise RecallError(
                 f"secret= is the approvals' signing secret as str or bytes (the same in every "
@@ -459,6 +466,7 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
         """Sweep expired items in a background thread every ``sweep_interval_minutes``."""
+        validate_minutes("sweep_interval_minutes", sweep_interval_minutes)
         if self._sweeper is not None:
             return
         minutes = (

@@ -4,7 +4,8 @@ something other than a list of messages. Each refusal says what to pass instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -12,6 +13,8 @@ from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp
 
 from .._errors import InvalidNamespace, RecallError
 from . import _records
+
+_BIGINT = 2**63 - 1  # the largest LIMIT or OFFSET either engine takes
 
 
 def validated(ops: Iterable[Op]) -> list[Op]:
@@ -29,6 +32,8 @@ def validate_op(op: Op) -> None:
     """
     if isinstance(op, (GetOp, PutOp)):
         validate_labels(op.namespace)
+        if isinstance(op, PutOp):
+            validate_minutes("ttl", op.ttl)
         if "\x00" in str(op.key):
             raise RecallError(
                 f"item keys cannot contain NUL (\\x00): {op.key!r}", code="invalid_value"
@@ -39,9 +44,42 @@ def validate_op(op: Op) -> None:
                 validate_namespace(op.namespace)
     elif isinstance(op, SearchOp):
         validate_labels(op.namespace_prefix)
+        validate_count("limit", op.limit)
+        validate_count("offset", op.offset)
     elif isinstance(op, ListNamespacesOp):
         for cond in op.match_conditions or ():
             validate_labels(cond.path)
+        validate_count("limit", op.limit)
+        validate_count("offset", op.offset)
+
+
+def validate_count(name: str, value: Any) -> None:
+    """A search's or listing's ``limit`` or ``offset``. Unchecked, SQLite read -1 as "no limit"
+    and ignored a negative offset, PostgreSQL refused them with advice about NUL characters,
+    and a string, a float or a bool was taken by one engine and refused by the other raw."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _BIGINT:
+        raise RecallError(
+            f"{name} must be a whole number from 0 to 2**63-1, got {value!r}",
+            code="invalid_value",
+        )
+
+
+def validate_minutes(name: str, value: Any) -> None:
+    """A TTL in minutes: None (never expires) or a positive, finite number. Unchecked, a string
+    failed as a raw TypeError and a negative, zero, NaN or infinite one was stored (an item
+    expired at once, or one that PostgreSQL and SQLite each expired differently)."""
+    if value is None:
+        return
+    try:
+        minutes = float(value) if isinstance(value, (int, float)) else math.nan
+    except OverflowError:  # an int past any float
+        minutes = math.inf
+    if isinstance(value, bool) or not math.isfinite(minutes) or minutes <= 0:
+        raise RecallError(
+            f"{name} must be a positive, finite number of minutes (or None: never expires), "
+            f"got {value!r}",
+            code="invalid_value",
+        )
 
 
 def validate_labels(namespace: tuple[str, ...]) -> None:
@@ -81,3 +119,18 @@ def message_list(messages: Any) -> list[BaseMessage]:
             f"record() takes a list of LangChain messages, got {type(messages).__name__}",
             code="invalid_value",
         ) from None
+
+
+def validate_ttl_config(ttl: Any) -> None:
+    """``RecallStore.open``'s ``ttl=``, checked before the database is opened: a bad default
+    failed at the first ``put`` instead, and a bad sweep interval killed the sweeper thread."""
+    if ttl is None:
+        return
+    if not isinstance(ttl, Mapping):
+        raise RecallError(
+            f"ttl= is a TTLConfig dict (default_ttl, refresh_on_read, sweep_interval_minutes), "
+            f"got {type(ttl).__name__}",
+            code="invalid_value",
+        )
+    validate_minutes("ttl['default_ttl']", ttl.get("default_ttl"))
+    validate_minutes("ttl['sweep_interval_minutes']", ttl.get("sweep_interval_minutes"))
