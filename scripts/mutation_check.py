@@ -1962,6 +1962,14 @@ MUTATIONS = [
         "",
         ("tests/test_store_bad_input.py::-k::ttl_must_be and sqlite",),
     ),
+    Mutation(
+        "secret_given_id_file",
+        "a SQLite store opened with secret= keeps its store id beside it (deletion is noticed)",
+        "langgraph_recall/store/_secret.py",
+        '        _write_secret_file(path, {"store_id": store_id or _set_store_id(db)})\n',
+        "",
+        ("tests/test_store_schema.py::-k::deleted_database_opened_with_a_secret",),
+    ),
 ]
 
 

@@ -464,14 +464,12 @@ def _spoil(saved: dict[str, Any], how: str) -> str:
         return json.dumps([saved["store_id"], saved["secret"]])
     if how == "no_store_id":
         return json.dumps({"secret": saved["secret"]})
-    if how == "no_secret":
-        return json.dumps({"store_id": saved["store_id"]})
     assert how == "secret_not_hex"
     return json.dumps({**saved, "secret": "not hex"})
 
 
 @pytest.mark.parametrize(
-    "how", ["empty", "cut_short", "not_an_object", "no_store_id", "no_secret", "secret_not_hex"]
+    "how", ["empty", "cut_short", "not_an_object", "no_store_id", "secret_not_hex"]
 )
 def test_a_spoiled_secret_file_is_secret_missing_and_says_what_to_do(
     tmp_path: Any, how: str
@@ -493,6 +491,66 @@ def test_a_spoiled_secret_file_is_secret_missing_and_says_what_to_do(
     assert f"{secret_file} is not a usable secret file" in text
     assert "Restore it from a backup" in text and f"delete {secret_file}" in text
     assert _files(tmp_path) == before, "nothing was written"
+
+
+def test_sqlite_opened_with_a_secret_keeps_only_the_store_id_beside_it(tmp_path: Any) -> None:
+    path = str(tmp_path / "recall.db")
+    with RecallStore.open(path, secret="app-" + "s" * 32) as s:
+        assert s._secret == b"app-" + b"s" * 32
+        _approve(s, "a1")
+        store_id = _meta(s, "store_id")
+    secret_file = path + ".secret"
+    assert stat.S_IMODE(os.stat(secret_file).st_mode) == 0o600
+    with open(secret_file) as f:
+        assert json.load(f) == {"store_id": store_id}, "the id only: the secret is the caller's"
+    with RecallStore.open(path, secret="app-" + "s" * 32) as s:
+        assert s.verify_approvals() == []
+
+
+def test_a_deleted_database_opened_with_a_secret_is_refused(tmp_path: Any) -> None:
+    # With secret= no file was kept beside the database: deleted, it started again empty.
+    path = str(tmp_path / "recall.db")
+    with RecallStore.open(path, secret="app-secret") as s:
+        s.record("ag", [HumanMessage("precious", id="1")])
+    _remove_db(path)
+    with pytest.raises(RecordsMissing, match="does not exist") as err:
+        RecallStore.open(path, secret="app-secret")
+    assert err.value.code == "records_missing"
+    assert not os.path.exists(path), "the refusal created an empty database in its place"
+    other = str(tmp_path / "other.db")
+    with RecallStore.open(other, secret="app-secret") as s:
+        s.record("ag", [HumanMessage("elsewhere", id="1")])
+    shutil.copy(other, path)
+    with pytest.raises(RecordsMissing, match="belongs to another store"):
+        RecallStore.open(path, secret="app-secret")
+
+
+def test_a_store_opened_with_a_secret_before_it_kept_an_id_file_gets_one(tmp_path: Any) -> None:
+    path = str(tmp_path / "recall.db")
+    with RecallStore.open(path, secret="app-secret") as s:
+        s.record("ag", [HumanMessage("kept", id="1")])
+        store_id = _meta(s, "store_id")
+    os.remove(path + ".secret")  # as such a store was left before
+    with RecallStore.open(path, secret="app-secret") as s:
+        assert [t.message.content for t in s.turns("ag")] == ["kept"]
+    with open(path + ".secret") as f:
+        assert json.load(f) == {"store_id": store_id}
+
+
+def test_a_store_whose_file_keeps_only_its_id_needs_its_secret_given(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(tmp_path / "recall.db")
+    with RecallStore.open(path, secret="app-secret") as s:
+        _approve(s, "a1")
+    monkeypatch.delenv("LANGGRAPH_RECALL_SECRET", raising=False)
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(path)
+    assert err.value.code == "secret_missing"
+    assert "pass the same secret=" in str(err.value) and "LANGGRAPH_RECALL_SECRET" in str(err.value)
+    monkeypatch.setenv("LANGGRAPH_RECALL_SECRET", "app-secret")  # what the CLI reads
+    with RecallStore.open(path) as s:
+        assert s._secret == b"app-secret" and s.verify_approvals() == []
 
 
 def test_postgres_secret_comes_from_the_argument_or_the_environment(

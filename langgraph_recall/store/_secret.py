@@ -43,13 +43,20 @@ def _set_store_id(db: Database) -> str:
     return str(row[0])
 
 
-def sqlite_secret(db: Database, db_path: str, existed_before: bool) -> bytes:
-    """Load (or on first use create) the secret file, refusing a database that lost its records."""
+def sqlite_secret(
+    db: Database, db_path: str, existed_before: bool, given: bytes | None = None
+) -> bytes:
+    """Load (or on first use create) the secret file, refusing a database that lost its records.
+
+    With ``given`` (``RecallStore.open(path, secret=...)``) the secret is the caller's, and the
+    file keeps the store id only: without a file, a database deleted and created again (or
+    swapped) beside the application's own secret started empty, unnoticed.
+    """
     # Several processes may open a fresh database at once. Holding the database's write lock
     # while we look and create means each one sees either no store id and no secret file, or
     # both: never another process's half-written file, never two different secrets.
     with db.tx(write=True):
-        return _sqlite_secret_locked(db, db_path, existed_before)
+        return _sqlite_secret_locked(db, db_path, existed_before, given)
 
 
 def refuse_if_deleted(db_path: str) -> None:
@@ -89,8 +96,9 @@ def _missing(db_path: str, path: str, what: str, store_id: Any) -> RecordsMissin
     )
 
 
-def read_secret_file(path: str, db_path: str) -> tuple[str, bytes]:
-    """The store id and signing secret a secret file holds.
+def read_secret_file(path: str, db_path: str) -> tuple[str, bytes | None]:
+    """The store id and signing secret a secret file holds (None: the file of a store opened
+    with ``secret=``, which keeps the store id only).
 
     Strict: a file that is empty, cut short, edited by hand or unreadable is ``secret_missing``
     (saying what to do), never taken as "no store id" (which read as another store's database,
@@ -114,13 +122,15 @@ def read_secret_file(path: str, db_path: str) -> tuple[str, bytes]:
     store_id = saved.get("store_id")
     if not isinstance(store_id, str) or not store_id:
         raise _unusable(path, db_path, "it names no store id")
-    raw = saved.get("secret")
+    if "secret" not in saved:
+        return store_id, None
+    raw = saved["secret"]
     try:
         secret = bytes.fromhex(raw) if isinstance(raw, str) else b""
     except ValueError:
         secret = b""
     if not secret:
-        raise _unusable(path, db_path, "it holds no signing secret (hex)")
+        raise _unusable(path, db_path, "its signing secret is not hex")
     return store_id, secret
 
 
@@ -134,7 +144,9 @@ def _unusable(path: str, db_path: str, why: str) -> RecallError:
     )
 
 
-def _sqlite_secret_locked(db: Database, db_path: str, existed_before: bool) -> bytes:
+def _sqlite_secret_locked(
+    db: Database, db_path: str, existed_before: bool, given: bytes | None
+) -> bytes:
     path = secret_path(db_path)
     store_id = _store_id(db)
     if os.path.exists(path):
@@ -142,7 +154,25 @@ def _sqlite_secret_locked(db: Database, db_path: str, existed_before: bool) -> b
         if store_id != saved_id:
             what = "is new or empty" if store_id is None else "belongs to another store"
             raise _missing(db_path, path, what, saved_id)
+        if given is not None:
+            return given
+        if saved_secret is None:
+            from_env = os.environ.get(ENV_SECRET)
+            if from_env:
+                return from_env.encode()
+            raise RecallError(
+                f"{db_path} was opened with secret=..., so its secret file {path} keeps only the "
+                "store id: pass the same secret= to RecallStore.open, or set "
+                f"{ENV_SECRET} to it (the CLI reads {ENV_SECRET}).",
+                code="secret_missing",
+                path=path,
+            )
         return saved_secret
+    if given is not None:
+        # A store opened with secret= before its secret file kept the store id (or the file
+        # was lost): nothing here to verify approvals with, so the file is (re)made, id only.
+        _write_secret_file(path, {"store_id": store_id or _set_store_id(db)})
+        return given
     if store_id is not None and existed_before:
         raise RecallError(
             f"{path} is missing, so approvals recorded in {db_path} can no longer be verified. "
@@ -152,19 +182,23 @@ def _sqlite_secret_locked(db: Database, db_path: str, existed_before: bool) -> b
         )
     store_id = store_id or _set_store_id(db)
     secret = secrets.token_bytes(32)
+    _write_secret_file(path, {"store_id": store_id, "secret": secret.hex()})
+    return secret
+
+
+def _write_secret_file(path: str, content: dict[str, str]) -> None:
     # Create with 0600 from the start: never a moment where others can read it. Written whole
     # under a temporary name, then linked into place, so a crash never leaves a partial file.
     tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump({"store_id": store_id, "secret": secret.hex()}, f)
+            json.dump(content, f)
             f.flush()
             os.fsync(f.fileno())
         os.link(tmp, path)
     finally:
         os.unlink(tmp)
-    return secret
 
 
 def postgres_secret_given(given: str | bytes | None) -> str | bytes:

@@ -146,7 +146,9 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
                 or ``":memory:"``: a store for one process (a notebook, a test) whose file
                 lives in a temporary folder, removed when the store closes.
             secret: signing secret for approvals; required on PostgreSQL (or
-                ``$LANGGRAPH_RECALL_SECRET``); on SQLite a 0600 file beside the database.
+                ``$LANGGRAPH_RECALL_SECRET``). On SQLite, left out, it is kept in a 0600 file
+                beside the database with the store's id; given, a file made then keeps the
+                store id only, so a deleted or swapped database is still noticed (``records_missing``).
             index: an embedding index config, as LangGraph's stores take, for vector search.
             ttl: a ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
                 ``sweep_interval_minutes``).
@@ -231,13 +233,8 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
             )
             try:
                 db.migrate()
-                key = (
-                    secret
-                    if isinstance(secret, bytes)
-                    else secret.encode()
-                    if secret
-                    else sqlite_secret(db, path, existed)
-                )
+                given = secret if isinstance(secret, bytes) else secret.encode() if secret else None
+                key = sqlite_secret(db, path, existed, given or None)
             except BaseException:
                 db.close()
                 if scratch is not None:
