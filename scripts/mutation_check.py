@@ -1970,6 +1970,14 @@ MUTATIONS = [
         "",
         ("tests/test_store_schema.py::-k::deleted_database_opened_with_a_secret",),
     ),
+    Mutation(
+        "dsn_query_password",
+        "a password= query parameter of a PostgreSQL URL is never shown (errors, CLI, repr)",
+        "langgraph_recall/store/_db.py",
+        '    dsn = re.sub(r"(?i)([?&]password=)[^&#]*", r"\\1***", dsn)\n',
+        "",
+        ("tests/test_store_order.py::-k::dsn_password", "tests/test_cli.py::-k::dsns_query"),
+    ),
 ]
 
 

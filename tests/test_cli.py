@@ -987,6 +987,32 @@ def test_unreachable_postgres_is_one_line(capsys: pytest.CaptureFixture[str]) ->
     assert_one_line_error(*cli(capsys, "--db", dsn, "verify"), "cannot reach PostgreSQL")
 
 
+def test_a_password_in_the_dsns_query_is_never_shown(
+    capsys: pytest.CaptureFixture[str], pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the userinfo's password was left out; one given as ?password= was printed whole.
+    dsn = pg_dsn + "&password=hunter2"
+    code, out, err = cli(capsys, "--db", dsn, "agents")  # an empty schema: not a store yet
+    assert_one_line_error(code, out, err, "is not a langgraph-recall store", "password=***")
+    assert "hunter2" not in err
+    unreachable = "postgresql://x@127.0.0.1:1/x?password=hunter2"
+    code, out, err = cli(capsys, "--db", unreachable, "verify")
+    assert_one_line_error(code, out, err, "cannot reach PostgreSQL", "password=***")
+    assert "hunter2" not in err
+    with RecallStore.open(dsn) as store:
+        assert "hunter2" not in store.target and "hunter2" not in repr(store)
+        store.record("a", [HumanMessage("kept", id="m1")])
+    code, out, err = cli(capsys, "--db", dsn, "doctor")
+    assert "password=***" in out and "hunter2" not in out + err
+    code, out, err = cli(capsys, "--db", dsn, "show", "nobody")
+    assert_one_line_error(code, out, err, "no agent 'nobody'")
+    assert "hunter2" not in err
+    from langgraph_recall.cli._demo import look_around
+
+    monkeypatch.delenv("LANGGRAPH_RECALL_DB", raising=False)
+    assert "hunter2" not in look_around(dsn, 1)
+
+
 def test_bad_flags_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
     db = str(tmp_path / "recall.db")
     RecallStore.open(db).close()

@@ -35,3 +35,8 @@ def test_messages_never_show_a_dsn_password() -> None:
     assert _redact("postgresql://bob:s3cret@db:5432/app") == "postgresql://bob@db:5432/app"
     assert "s3cret" not in _redact("host=db password=s3cret dbname=app")
     assert "s 3" not in _redact("host=db password='s 3' dbname=app")
+    # libpq takes the password as a query parameter too.
+    assert _redact("postgresql://bob@db/app?sslmode=require&password=s3cret&x=1") == (
+        "postgresql://bob@db/app?sslmode=require&password=***&x=1"
+    )
+    assert _redact("postgresql://db/app?PASSWORD=s3@cret") == "postgresql://db/app?PASSWORD=***"

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from .._errors import RecallError
+from ..store._db import _redact, is_postgres_target
 from ..store._store import default_target
 from . import _demo_graphs as kit
 
@@ -366,8 +367,11 @@ def _fork_count(saver: Any, thread: str) -> int:
 
 def look_around(db: str, run_no: int) -> str:
     """The demo's closing hint: commands that work pasted as they are, so they name the
-    database unless it is the one they open anyway (./recall.db, or LANGGRAPH_RECALL_DB)."""
-    where = "" if db == default_target() else f" --db {shlex.quote(db)}"
+    database unless it is the one they open anyway (./recall.db, or LANGGRAPH_RECALL_DB). A
+    DSN's password is not printed (a terminal's scrollback and CI logs keep it): pasted, such a
+    command finds it in PGPASSWORD or ~/.pgpass instead."""
+    shown = _redact(db) if is_postgres_target(db) else db
+    where = "" if db == default_target() else f" --db {shlex.quote(shown)}"
     return (
         f"langgraph-recall{where} agents; "
         f"langgraph-recall{where} actions demo-email-inside-{run_no}-recall --open"

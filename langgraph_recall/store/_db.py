@@ -407,13 +407,19 @@ class _Outermost:
 
 
 def _redact(dsn: str) -> str:
-    """The DSN without its password, for messages."""
-    if "@" in dsn and "://" in dsn:
-        scheme, rest = dsn.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}@{host}"
-    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn)
+    """The DSN without its password, for messages, ``repr`` and the CLI: a URL's userinfo
+    password is dropped and a ``password=`` query parameter (libpq takes one there too) shown
+    as ``***``; in a keyword DSN, ``password=`` is shown as ``***``."""
+    if "://" not in dsn:
+        return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn)
+    # The query first: a password there may hold an "@" that looks like the userinfo's end.
+    dsn = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", dsn)
+    if "@" not in dsn:
+        return dsn
+    # Up to the last "@": a password typed with "@", "/" or "?" unescaped is dropped whole.
+    scheme, rest = dsn.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
 
 
 def postgres_extra_missing() -> RecallError:
