@@ -1978,6 +1978,14 @@ MUTATIONS = [
         "",
         ("tests/test_store_order.py::-k::dsn_password", "tests/test_cli.py::-k::dsns_query"),
     ),
+    Mutation(
+        "sqlite_path_absolute",
+        "a relative SQLite path is resolved at open: after os.chdir new connections open the same file",
+        "langgraph_recall/store/_sqlite.py",
+        "        self.path = os.path.abspath(path)\n",
+        "        self.path = path\n",
+        ("tests/test_store_contexts.py::-k::after_a_chdir",),
+    ),
 ]
 
 

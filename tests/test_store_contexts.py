@@ -104,6 +104,26 @@ def test_an_empty_path_is_refused_and_creates_nothing(
     assert os.listdir(tmp_path) == []
 
 
+def test_a_relative_path_keeps_naming_the_same_file_after_a_chdir(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "here").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    with RecallStore.open("recall.db") as store:
+        store.put(("docs",), "kept", {"v": 1})
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        seen: list[Any] = []
+        # The only idle reader is busy, so the other thread's read opens a new connection.
+        with store._db.tx():
+            reader = threading.Thread(target=lambda: seen.append(store.get(("docs",), "kept")))
+            reader.start()
+            reader.join(30)
+        # It opened (and created) elsewhere/recall.db: "no such table", or nothing found.
+        assert [item.value for item in seen] == [{"v": 1}]
+        assert os.listdir(tmp_path / "elsewhere") == []
+
+
 def test_the_password_is_not_shown(pg_database: str) -> None:
     dsn = pg_database.replace("postgres@", "postgres:hunter2@", 1)
     with RecallStore.open(dsn) as store:

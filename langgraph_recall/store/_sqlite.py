@@ -35,8 +35,11 @@ class SqliteDatabase(Database):
         self, path: str, *, synchronous: str = "NORMAL", busy_timeout: float = 30.0
     ) -> None:
         super().__init__()
-        self.target = path
-        self.path = path
+        self.target = path  # as given, for messages
+        # Every connection is opened on the absolute path: a relative one is resolved at each
+        # connect, so after an os.chdir (a notebook's %cd, a tool, a library) a new connection
+        # opened (created) another file there while the first ones kept the records.
+        self.path = os.path.abspath(path)
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout
         self._conns: list[sqlite3.Connection] = []
