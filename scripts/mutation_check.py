@@ -1986,6 +1986,14 @@ MUTATIONS = [
         "        self.path = path\n",
         ("tests/test_store_contexts.py::-k::after_a_chdir",),
     ),
+    Mutation(
+        "sqlite_same_file",
+        "a new SQLite connection refuses a database file deleted or replaced since the store opened",
+        "langgraph_recall/store/_sqlite.py",
+        "        elif found != self._identity:\n",
+        "        elif False:\n",
+        ("tests/test_store_schema.py::-k::while_open and replaced",),
+    ),
 ]
 
 

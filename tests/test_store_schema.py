@@ -9,6 +9,7 @@ import os
 import shutil
 import sqlite3
 import stat
+import threading
 from typing import Any
 
 import pytest
@@ -675,6 +676,53 @@ def test_a_database_replaced_by_another_file_is_refused_untouched(
     with pytest.raises(RecordsMissing, match="belongs to another store"):
         RecallStore.open(path)
     assert _files(tmp_path) == before
+
+
+def _read_on_a_new_connection(store: RecallStore) -> list[Any]:
+    """A read from another thread while the store's one idle reader is lent out: it opens a
+    new connection. What it returned, or raised."""
+    got: list[Any] = []
+
+    def read() -> None:
+        try:
+            got.append(store.get(("docs",), "kept"))
+        except BaseException as exc:
+            got.append(exc)
+
+    with store._db.tx():
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(30)
+    return got
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_database_deleted_or_replaced_while_open_is_refused_on_a_new_connection(
+    tmp_path: Any, how: str
+) -> None:
+    # A new connection opened whatever was at the path: deleted, it created an empty database
+    # there ("no such table"); replaced, it read and wrote the other store's records.
+    path, other = str(tmp_path / "recall.db"), str(tmp_path / "other.db")
+    with RecallStore.open(other) as s:
+        s.put(("docs",), "kept", {"v": "another store's"})
+    store = RecallStore.open(path)
+    try:
+        store.put(("docs",), "kept", {"v": "ours"})
+        if how == "deleted":
+            os.remove(path)
+        else:
+            shutil.copy(other, path + ".restored")
+            os.replace(path + ".restored", path)
+        got = _read_on_a_new_connection(store)
+        assert len(got) == 1 and isinstance(got[0], RecordsMissing), got
+        what = "was deleted" if how == "deleted" else "was replaced by another file"
+        assert f"{path} {what} while this store had it open" in str(got[0])
+        assert "Restore the database from a backup" in str(got[0])
+        if how == "deleted":
+            assert not os.path.exists(path), "no empty database was created in its place"
+        assert store.get(("docs",), "kept").value == {"v": "ours"}, "open connections go on"
+    finally:
+        store.close()
 
 
 def test_starting_fresh_on_purpose_works(tmp_path: Any) -> None:

@@ -8,9 +8,10 @@ import sqlite3
 import threading
 import time
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any, Literal
 
-from .._errors import RecallError
+from .._errors import RecallError, RecordsMissing
 from ._db import Database, Tx
 from ._schema import Dialect
 from ._wal import WalCheckpointer
@@ -40,6 +41,9 @@ class SqliteDatabase(Database):
         # connect, so after an os.chdir (a notebook's %cd, a tool, a library) a new connection
         # opened (created) another file there while the first ones kept the records.
         self.path = os.path.abspath(path)
+        # (device, inode) of the file the first connection opened (at open): every later
+        # connection must open that same file, not one put in its place (see ``_connect``).
+        self._identity: tuple[int, int] | None = None
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout
         self._conns: list[sqlite3.Connection] = []
@@ -101,21 +105,65 @@ class SqliteDatabase(Database):
                 self._idle.append(conn)
 
     def _connect(self, isolation_level: Literal["DEFERRED"] | None = None) -> sqlite3.Connection:
+        first = self._identity is None
         try:
+            # After the first, never create the file: one deleted under the store is refused
+            # below, not replaced by an empty database.
             conn = sqlite3.connect(
-                self.path,
+                self.path if first else self._uri("rw"),
+                uri=not first,
                 isolation_level=isolation_level,
                 timeout=self.busy_timeout,
                 check_same_thread=False,
             )
+        except sqlite3.DatabaseError as exc:
+            if not first and not os.path.exists(self.path):
+                raise self._replaced("was deleted") from exc
+            raise _sqlite_error(exc, self.path) from exc
+        try:
+            self._check_identity(conn)
             self._enter_wal(conn)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             # Never checkpoint inside this connection's commits: ``self.wal`` does it (_wal).
             conn.execute("PRAGMA wal_autocheckpoint=0")
-        except sqlite3.DatabaseError as exc:
-            raise _sqlite_error(exc, self.path) from exc
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise _sqlite_error(exc, self.path) from exc
+            raise
         return conn
+
+    def _uri(self, mode: str) -> str:
+        return Path(self.path).as_uri() + f"?mode={mode}"
+
+    def _check_identity(self, conn: sqlite3.Connection) -> None:
+        """Refuse a connection that opened another file than the store's first one did.
+
+        The store keeps its connections for its whole life, and a new one is opened whenever a
+        thread needs one. A database deleted and created again, or swapped for another file
+        (a restore, a copy, ``mv``), while the store is open would otherwise be read and
+        written by the new connections, while the old ones kept the records: an empty store,
+        or another store's, with nothing said. Compared after the connect, so the file checked
+        is the one the connection opened (or a newer one: refused just the same).
+        """
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise self._replaced("was deleted") from None
+        found = (st.st_dev, st.st_ino)
+        if self._identity is None:
+            self._identity = found
+        elif found != self._identity:
+            raise self._replaced("was replaced by another file")
+
+    def _replaced(self, what: str) -> RecordsMissing:
+        return RecordsMissing(
+            f"{self.target} {what} while this store had it open: its records are not in the "
+            "file there now. Nothing was written to it. Restore the database from a backup "
+            "and open the store again.",
+            path=self.target,
+        )
 
     def _enter_wal(self, conn: sqlite3.Connection) -> None:
         # On a file still in rollback-journal mode (a fresh database that several processes
