@@ -1994,6 +1994,14 @@ MUTATIONS = [
         "        elif False:\n",
         ("tests/test_store_schema.py::-k::while_open and replaced",),
     ),
+    Mutation(
+        "wal_thread_rw",
+        "the WAL checkpoint thread opens the file mode=rw: it never creates a deleted database",
+        "langgraph_recall/store/_sqlite.py",
+        '            self._uri("rw"), uri=True, isolation_level=None, check_same_thread=False, timeout=1.0\n',
+        "            self.path, isolation_level=None, check_same_thread=False, timeout=1.0\n",
+        ("tests/test_store_wal.py::-k::never_creates_a_deleted",),
+    ),
 ]
 
 

@@ -101,6 +101,32 @@ def test_closing_the_store_stops_the_checkpoint_thread(tmp_path: Path) -> None:
     assert not thread.is_alive()
 
 
+def test_the_checkpoint_thread_never_creates_a_deleted_database(tmp_path: Path) -> None:
+    # Its connection, opened at its first wake, created an empty file where the database had
+    # been deleted, and checkpointed the log's pages into it.
+    path = tmp_path / "r.db"
+    store = RecallStore.open(path)
+    try:
+        wal = store._db.wal
+        connect, tried = wal._connect, threading.Event()
+
+        def connect_once() -> sqlite3.Connection:
+            try:
+                return connect()
+            finally:
+                tried.set()
+
+        wal._connect = connect_once  # type: ignore[method-assign]
+        path.unlink()
+        _claim(store, _wal.COMMITS_PER_CHECKPOINT)  # on the open writers' connection
+        assert tried.wait(60), "the checkpoint thread did not wake"
+        assert not path.exists()
+        assert wal.checkpoints == 0
+    finally:
+        store.close()
+    assert not path.exists()
+
+
 def _wait_for(cond: object, timeout: float = 60.0, raise_: bool = True) -> bool:
     import time
 

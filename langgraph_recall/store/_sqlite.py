@@ -184,9 +184,18 @@ class SqliteDatabase(Database):
 
     def _connect_checkpointer(self) -> sqlite3.Connection:
         # A passive checkpoint never waits on the busy handler; the timeout is for opening.
-        return sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=1.0
+        # mode=rw: the checkpoint thread's connection, opened at its first wake, must never
+        # create the file (a database deleted under the store came back empty, with the
+        # log's pages checkpointed into it), nor checkpoint a file put in its place.
+        conn = sqlite3.connect(
+            self._uri("rw"), uri=True, isolation_level=None, check_same_thread=False, timeout=1.0
         )
+        try:
+            self._check_identity(conn)
+        except RecordsMissing as exc:
+            conn.close()
+            raise sqlite3.OperationalError(str(exc)) from exc  # the thread logs it, tries later
+        return conn
 
     @property
     def flushes_each_commit(self) -> bool:
