@@ -134,6 +134,16 @@ MUTATIONS = [
         ("tests/test_checkpoint_recording.py::-k::removed_in_the_same_run",),
     ),
     Mutation(
+        "extends_all",
+        "recording: a list is taken as appended-to only if every position holds the same message",
+        "langgraph_recall/checkpoint/_recording.py",
+        "    if isinstance(head, list) and isinstance(old, list) and head == old:\n"
+        "        return True\n"
+        "    return all(map(_same, head, old))\n",
+        "    return not k or _same(new[k - 1], old[-1])\n",
+        ("tests/test_checkpoint_recording.py::-k::summary_replacing_the_oldest",),
+    ),
+    Mutation(
         "run_end_turns",
         "recording: every message is recorded by the time invoke returns",
         "langgraph_recall/checkpoint/_runs.py",

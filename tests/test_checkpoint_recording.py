@@ -203,6 +203,44 @@ def test_a_message_checkpointed_then_removed_in_the_same_run_is_recorded(
     cp.close()
 
 
+def _summarize_oldest_graph() -> Any:
+    """START -> draft (adds "draft") -> summarize (the oldest message replaced by a summary, the
+    rest kept) -> final (adds "final") -> END."""
+    from langgraph.graph import MessagesState
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    def draft(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("a draft", id="draft")]}
+
+    def summarize(state: MessagesState) -> dict[str, Any]:
+        summary = AIMessage("summary of the request", id="summary")
+        kept = state["messages"][1:]
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, *kept]}
+
+    def final(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("the answer", id="final")]}
+
+    return chain(MessagesState, ("draft", draft), ("summarize", summarize), ("final", final))
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_summary_replacing_the_oldest_message_is_recorded_with_what_it_replaced(
+    store: RecallStore, durability: str
+) -> None:
+    # The rewritten list ends as the old one did ("draft" last): only a comparison of every
+    # position tells it from an appended-to list.
+    cp = store.checkpointer(lease_ttl=30)
+    graph = _summarize_oldest_graph().compile(checkpointer=cp, store=store)
+    out = graph.invoke(
+        {"messages": [HumanMessage("go", id="h-go")]},
+        config("t1", "agent-1"),
+        durability=durability,
+    )
+    assert [m.id for m in out["messages"]] == ["summary", "draft", "final"]
+    assert recorded_ids(store, "agent-1") == ["h-go", "draft", "summary", "final"]
+    cp.close()
+
+
 @pytest.mark.parametrize(("every", "expect_mid_run"), [(0.0, True), (60.0, False)])
 def test_turns_are_handed_over_mid_run_only_after_record_every(
     store: RecallStore, monkeypatch: pytest.MonkeyPatch, every: float, expect_mid_run: bool

@@ -4,10 +4,11 @@ Recording follows the checkpoints: a message is handed to ``store.record`` only 
 checkpoint containing it was written, so a fenced-out or crashed run records nothing it did not
 also checkpoint. Three pieces:
 
-- ``MessageCursor`` (one per run and thread) finds the new messages of a checkpoint by position,
-  in O(new) time: ``add_messages`` appends, so the new ones are whatever follows the last
-  message already seen. Only when the list was rewritten (``RemoveMessage``, a replacement) does
-  it compare ids over the whole list, still without touching the database.
+- ``MessageCursor`` (one per run and thread) finds the new messages of a checkpoint by position:
+  ``add_messages`` appends, so the new ones are whatever follows the list already seen, when
+  every position of that list still holds the same message (``_extends``). Only when the list
+  was rewritten (``RemoveMessage``, a replacement) does it compare ids over the whole list,
+  still without touching the database.
 - ``TurnBuffer`` (one per run) keeps a reference to the latest checkpointed messages list
   instead of handing each checkpoint's new messages over at once: a fast loop's checkpoints
   are recorded together when the run ends (or pauses at an interrupt), when ``MAX_BATCH`` new
@@ -72,31 +73,28 @@ def only_messages(values: Sequence[Any]) -> list[BaseMessage]:
 class MessageCursor:
     """What a run has already seen of one thread's messages channel."""
 
-    __slots__ = ("_count", "_ids", "_last")
+    __slots__ = ("_ids", "_seen")
 
     def __init__(self, restored: Sequence[BaseMessage]) -> None:
         self._ids: set[str] = {m.id for m in only_messages(restored) if m.id}
-        self._count = len(restored)
-        self._last: BaseMessage | None = restored[-1] if restored else None
+        # The list last looked at (a copy: the channel's list is not ours to hold).
+        self._seen: list[BaseMessage] = list(restored)
 
     @property
     def seen(self) -> int:
         """Length of the list last looked at."""
-        return self._count
+        return len(self._seen)
 
     def new_messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The messages not seen before, in channel order; remembers them as seen."""
-        n = self._count
-        if n == 0:
-            candidates = list(messages)
-        elif len(messages) >= n and _same(messages[n - 1], self._last):
+        n = len(self._seen)
+        if n and _extends(messages, self._seen):
             candidates = list(messages[n:])
         else:
-            candidates = list(messages)  # rewritten list: compare by id below
+            candidates = list(messages)  # first look, or a rewritten list: compare by id below
         fresh = [m for m in only_messages(candidates) if not (m.id and m.id in self._ids)]
         self._ids.update(m.id for m in fresh if m.id)
-        self._count = len(messages)
-        self._last = messages[-1] if messages else None
+        self._seen = list(messages)
         return fresh
 
 
@@ -150,10 +148,24 @@ class TurnBuffer:
 
 
 def _extends(new: Sequence[Any], old: Sequence[Any]) -> bool:
-    """Whether ``new`` is ``old`` with messages appended (by position and id, O(1))."""
-    if not old:
+    """Whether ``new`` is ``old`` with messages appended: the same message (by id) at every
+    position of ``old``.
+
+    Every position, not the last alone: a summarizing node that replaces the oldest messages
+    with a summary keeps the list's tail, and a check of the last message took the rewritten
+    list for an extended one, so the summary (and the messages it replaced) were never
+    recorded. ``add_messages`` keeps the message objects of an appended-to list, so the usual
+    case is settled by ``list.__eq__``, which tries identity first, in C (about 3 us at 1,000
+    messages, against 19 us for a Python comparison per message); only a list whose objects
+    differ is compared by id.
+    """
+    k = len(old)
+    if len(new) < k:
+        return False
+    head = new[:k]
+    if isinstance(head, list) and isinstance(old, list) and head == old:
         return True
-    return len(new) >= len(old) and _same(new[len(old) - 1], old[-1])
+    return all(map(_same, head, old))
 
 
 def switch_thread(store: RecallStore, agent_id: str, thread_id: str) -> str | None:
