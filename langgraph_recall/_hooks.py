@@ -15,6 +15,7 @@ and leaves out the turns the model already sees in its input.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -58,9 +59,11 @@ def _checkpointer_records(config: Any) -> bool:
 
 class _Tails:
     """Per store, agent and thread: how many of the thread's messages are known recorded, and
-    the id of the last of them. Lets a hook send only the new messages instead of the whole
+    a digest of all their ids. Lets a hook send only the new messages instead of the whole
     conversation (and skip the write transaction entirely when nothing is new).
 
+    The digest covers every id, not the count or the last id alone: a node that put a new
+    message in the middle (an edit, a summary) keeps both, and the new message was never sent.
     Only ever set after ``record`` committed, so a stale entry can at worst cause a full
     re-send, which ``record`` dedupes by message id.
     """
@@ -68,7 +71,7 @@ class _Tails:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_store: weakref.WeakKeyDictionary[
-            RecallStore, dict[tuple[str, str], tuple[int, str]]
+            RecallStore, dict[tuple[str, str], tuple[int, bytes]]
         ]
         self._by_store = weakref.WeakKeyDictionary()
 
@@ -79,21 +82,30 @@ class _Tails:
             known = self._by_store.get(store, {}).get(key)
         if known is None:
             return 0
-        count, last_id = known
-        if 0 < count <= len(messages) and messages[count - 1].id == last_id:
+        count, digest = known
+        if 0 < count <= len(messages) and _ids_digest(messages[:count]) == digest:
             return count
         return 0  # messages were removed or rewritten: send everything, record dedupes
 
     def done(
         self, store: RecallStore, key: tuple[str, str], messages: Sequence[BaseMessage]
     ) -> None:
-        if not messages or not messages[-1].id:
+        digest = _ids_digest(messages) if messages else None
+        if digest is None:
             return
         with self._lock:
             tails = self._by_store.setdefault(store, {})
             if len(tails) > 4096:  # a long-lived process with many threads: start over
                 tails.clear()
-            tails[key] = (len(messages), str(messages[-1].id))
+            tails[key] = (len(messages), digest)
+
+
+def _ids_digest(messages: Sequence[BaseMessage]) -> bytes | None:
+    """A digest of every message's id, in order; None when one has no id (nothing to go by)."""
+    ids = [m.id for m in messages]
+    if not all(ids):
+        return None
+    return hashlib.blake2b("\0".join(map(str, ids)).encode(), digest_size=16).digest()
 
 
 _TAILS = _Tails()

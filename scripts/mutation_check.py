@@ -144,6 +144,14 @@ MUTATIONS = [
         ("tests/test_checkpoint_recording.py::-k::summary_replacing_the_oldest",),
     ),
     Mutation(
+        "hook_tail_ids",
+        "hooks: the recorded part of a thread is known by a digest of all its ids",
+        "langgraph_recall/_hooks.py",
+        "        if 0 < count <= len(messages) and _ids_digest(messages[:count]) == digest:\n",
+        "        if 0 < count <= len(messages):\n",
+        ("tests/test_hooks.py::-k::put_in_the_middle",),
+    ),
+    Mutation(
         "run_end_turns",
         "recording: every message is recorded by the time invoke returns",
         "langgraph_recall/checkpoint/_runs.py",

@@ -220,3 +220,13 @@ def test_each_hook_has_its_own_docstring() -> None:
         type(made).__doc__
         == "A hook or node, with sync and async bodies sharing one implementation."
     )
+
+
+def test_a_message_put_in_the_middle_of_recorded_history_is_recorded(store: RecallStore) -> None:
+    # Same length and same last message as the history recorded before: only the ids of the
+    # whole list tell that the middle changed.
+    first = [HumanMessage("q", id="h1"), AIMessage("draft", id="a1"), AIMessage("end", id="a2")]
+    assert _hooks.record_messages(store, "agent-edit", first, thread_id="t") == 3
+    edited = [first[0], AIMessage("a summary of the draft", id="a1-summary"), first[2]]
+    assert _hooks.record_messages(store, "agent-edit", edited, thread_id="t") == 1
+    assert [t.msg_id for t in store.turns("agent-edit")] == ["h1", "a1", "a2", "a1-summary"]
