@@ -12,6 +12,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from ._errors import RecallError
 from ._render import call_text
+from .store._transcript import content_text
 
 if TYPE_CHECKING:
     from .store._models import Action, Approval, TurnView
@@ -168,21 +169,6 @@ def approval_line(p: Approval, tool: str | None) -> str:
             one_line(value_text(p.args)) if p.args is not None else "no arguments"
         )
     return cut(f"- {what} [action {short_id(p.action_id)}]", ITEM_CHARS)
-
-
-def content_text(content: Any) -> str:
-    """The text of a message's content (a string, or a list of content blocks)."""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in content or ():
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-        elif isinstance(block, dict) and block.get("type") in ("image", "image_url"):
-            parts.append("<image>")
-    return " ".join(parts)
 
 
 def turn_line(turn: TurnView, outputs: dict[str, dict[str, Any]]) -> str | None:

@@ -152,6 +152,14 @@ MUTATIONS = [
         ("tests/test_hooks.py::-k::put_in_the_middle",),
     ),
     Mutation(
+        "block_outputs",
+        "recording: a long tool result given as content blocks is stored as an output",
+        "langgraph_recall/store/_transcript.py",
+        "    text = content_text(content)\n    return text if len(text) > output_threshold else None\n",
+        "    return None\n",
+        ("tests/test_briefing.py::-k::content_block_results",),
+    ),
+    Mutation(
         "run_end_turns",
         "recording: every message is recorded by the time invoke returns",
         "langgraph_recall/checkpoint/_runs.py",

@@ -125,6 +125,17 @@ def test_large_results_are_references_the_model_can_open(store: RecallStore) -> 
     assert store.fetch_output(ref) == big
 
 
+def test_large_content_block_results_are_references_like_string_ones(store: RecallStore) -> None:
+    big = "RESULT " + "x" * (store.output_threshold + 100)
+    blocks = [{"type": "text", "text": big}]
+    store.record("a", [ToolMessage(blocks, tool_call_id="c1", name="fetch", id="t1")])
+    (turn,) = store.turns("a")
+    assert turn.output_ref is not None and store.fetch_output(turn.output_ref) == big
+    text = store.briefing("a").text
+    assert f"tool fetch: [stored output, {len(big)} chars" in text
+    assert f'fetch_output(ref="{turn.output_ref}")' in text
+
+
 def test_agent_ids_with_dots_keep_their_outputs_and_memories_apart(store: RecallStore) -> None:
     big = "RESULT " + "x" * (store.output_threshold + 100)
     for agent in ("team", "team.billing"):

@@ -153,7 +153,8 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
             ttl: a ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
                 ``sweep_interval_minutes``).
             output_threshold: turns and results longer than this many characters are stored
-                whole as outputs and referenced by id from the briefing.
+                whole as outputs and referenced by id from the briefing (a tool result given
+                as content blocks counts, and is stored, as the text of its blocks).
             durability: what a commit of langgraph-recall's (records, leases, and the
                 checkpoints of ``store.checkpointer()``) survives once it returns.
                 ``"process"``: any process of the application being killed. SQLite: WAL with

@@ -25,6 +25,39 @@ from ._models import Turn, TurnView
 from ._records import bump, bumped, check_agent_id, fetch_output, put_output, touch_agent
 
 
+def content_text(content: Any) -> str:
+    """The text of a message's content (a string, or a list of content blocks)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or ():
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, dict) and block.get("type") in ("image", "image_url"):
+            parts.append("<image>")
+    return " ".join(parts)
+
+
+def output_text(message: BaseMessage, output_threshold: int) -> str | None:
+    """The text to keep as an output of its own instead of in the turn, or None.
+
+    A string content over the threshold, and a tool result given as content blocks whose text
+    is: such a result (a page fetched, a file read) is as long as a string one, and kept whole
+    in the turn it was read by every briefing that decoded the turn. Its blocks are kept as
+    their text (``content_text``). An AI message's blocks stay in the turn: a replay of the
+    recorded replies needs them as they were.
+    """
+    content = message.content
+    if isinstance(content, str):
+        return content if len(content) > output_threshold else None
+    if message.type != "tool":
+        return None
+    text = content_text(content)
+    return text if len(text) > output_threshold else None
+
+
 def message_id(message: BaseMessage, occurrence: int) -> str:
     """The message's own id, or a stable one derived from its content.
 
@@ -103,9 +136,9 @@ def record(
     rows = []
     for offset, (mid, m) in enumerate(fresh):
         ref = None
-        content = m.content if isinstance(m.content, str) else None
+        content = output_text(m, output_threshold)
         stored = m
-        if content is not None and len(content) > output_threshold:
+        if content is not None:
             # Large turns live whole in outputs; the turn keeps a reference, so a briefing can
             # point at it without reading it.
             ref = put_output(tx, agent_id, content)
@@ -174,7 +207,7 @@ def _all_new_batch(
     for mid, m in zip(ids, messages, strict=False):
         if mid in batch:
             continue
-        if isinstance(m.content, str) and len(m.content) > output_threshold:
+        if output_text(m, output_threshold) is not None:
             return None
         dtype, data = dumps_typed(m)
         batch[mid] = (m.type, dtype, data)
