@@ -29,6 +29,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from ._briefing import BRIEFING_ID, Briefing, build_briefing, is_briefing_message
 from ._context import agent_id_of, checkpointer_of, store_of, thread_id_of
 from .store import RecallStore
+from .store._transcript import with_stable_ids
 
 __all__ = [
     "awith_briefing",
@@ -115,7 +116,10 @@ def record_messages(
     store: RecallStore, agent_id: str, messages: Sequence[BaseMessage], *, thread_id: str | None
 ) -> int:
     """Record the messages not yet recorded for the agent (briefings excluded); returns how many."""
-    msgs = [m for m in messages if isinstance(m, BaseMessage) and not is_briefing_message(m)]
+    # Named before the briefings are left out, so an id-less message's key (its channel
+    # position among them) is the one the checkpointer's recording gives it.
+    named = with_stable_ids(messages, thread_id)
+    msgs = [m for m in named if isinstance(m, BaseMessage) and not is_briefing_message(m)]
     key = (agent_id, thread_id or "")
     start = _TAILS.start(store, key, msgs)
     added = store.record(agent_id, msgs[start:], thread_id=thread_id) if start < len(msgs) else 0

@@ -160,6 +160,14 @@ MUTATIONS = [
         ("tests/test_briefing.py::-k::content_block_results",),
     ),
     Mutation(
+        "idless_key",
+        "recording: an id-less message is named by its content, thread and channel position",
+        "langgraph_recall/store/_transcript.py",
+        "    where = f\"{thread_id or ''}\\0{position}\\0\".encode()\n",
+        '    where = b""\n',
+        ("tests/test_checkpoint_recording.py::-k::id_less_messages",),
+    ),
+    Mutation(
         "run_end_turns",
         "recording: every message is recorded by the time invoke returns",
         "langgraph_recall/checkpoint/_runs.py",
@@ -942,7 +950,7 @@ MUTATIONS = [
         "broken_filled_at_end",
         "the run's end records its whole last list after a failed write",
         "langgraph_recall/checkpoint/_runs.py",
-        "            self.messages = only_messages(run.turns.whole)\n",
+        "            self.messages = run.turns.whole_messages()\n",
         "            pass\n",
         ("tests/test_checkpoint_recording.py::-k::failed_mid_run",),
     ),

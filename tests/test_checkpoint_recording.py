@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from fix_checkpoint import (
@@ -17,7 +18,13 @@ from fix_checkpoint import (
     turn_input,
 )
 from fix_store import count_transactions
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+)
 
 from langgraph_recall.checkpoint import _recording
 from langgraph_recall.store import RecallStore
@@ -238,6 +245,29 @@ def test_a_summary_replacing_the_oldest_message_is_recorded_with_what_it_replace
     )
     assert [m.id for m in out["messages"]] == ["summary", "draft", "final"]
     assert recorded_ids(store, "agent-1") == ["h-go", "draft", "summary", "final"]
+    cp.close()
+
+
+class Plain(TypedDict):
+    messages: Annotated[list[AnyMessage], operator.add]
+
+
+def test_id_less_messages_are_recorded_once_each_by_their_place_in_the_thread(
+    store: RecallStore,
+) -> None:
+    # A plain list channel (no add_messages) keeps messages without ids. The same reply in
+    # two runs is two turns, and neither run records the other's again.
+    def reply(state: Plain) -> dict[str, Any]:
+        return {"messages": [AIMessage("ok")]}
+
+    cp = store.checkpointer(lease_ttl=30)
+    graph = chain(Plain, ("reply", reply)).compile(checkpointer=cp, store=store)
+    cfg = config("t1", "agent-1")
+    for text in ("first", "second", "third"):
+        graph.invoke({"messages": [HumanMessage(text, id=f"h-{text}")]}, cfg)
+    turns = store.turns("agent-1")
+    assert [t.message.content for t in turns] == ["first", "ok", "second", "ok", "third", "ok"]
+    assert len({t.msg_id for t in turns}) == 6
     cp.close()
 
 

@@ -138,9 +138,11 @@ def test_chunks_and_edited_messages_give_the_serializers_bytes() -> None:
         assert _codec.dumps_typed(message) == SERDE.dumps_typed(message)
 
 
-def test_an_id_less_message_keeps_the_id_it_was_given_before() -> None:
+def test_an_id_less_message_is_named_by_its_content_thread_and_position() -> None:
     message = HumanMessage("no id here")
-    assert message_id(message, 0) == f"h-{_hash(SERDE.dumps_typed(message)[1])}-0"
+    data = SERDE.dumps_typed(message)[1]
+    assert message_id(message, "t-1", 3) == "h-" + _hash(b"t-1\x003\x00" + data)
+    assert message_id(message, None, 0) == "h-" + _hash(b"\x000\x00" + data)
 
 
 def _hash(data: bytes) -> str:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage
 
 from .._briefing import is_briefing_message
+from ..store._transcript import with_stable_ids
 
 if TYPE_CHECKING:
     from ..store import RecallStore
@@ -73,10 +74,14 @@ def only_messages(values: Sequence[Any]) -> list[BaseMessage]:
 class MessageCursor:
     """What a run has already seen of one thread's messages channel."""
 
-    __slots__ = ("_ids", "_seen")
+    __slots__ = ("_ids", "_seen", "_thread")
 
-    def __init__(self, restored: Sequence[BaseMessage]) -> None:
-        self._ids: set[str] = {m.id for m in only_messages(restored) if m.id}
+    def __init__(self, restored: Sequence[BaseMessage], thread_id: str | None = None) -> None:
+        # An id-less message is known by the key made from its content, thread and place in
+        # the channel (``with_stable_ids``), as the store names it: the same message each look.
+        self._thread = thread_id
+        restored_named = with_stable_ids(restored, thread_id)
+        self._ids: set[str] = {m.id for m in only_messages(restored_named) if m.id}
         # The list last looked at (a copy: the channel's list is not ours to hold).
         self._seen: list[BaseMessage] = list(restored)
 
@@ -89,9 +94,10 @@ class MessageCursor:
         """The messages not seen before, in channel order; remembers them as seen."""
         n = len(self._seen)
         if n and _extends(messages, self._seen):
-            candidates = list(messages[n:])
+            candidates = with_stable_ids(messages[n:], self._thread, n)
         else:
-            candidates = list(messages)  # first look, or a rewritten list: compare by id below
+            # First look, or a rewritten list: compare by id below.
+            candidates = with_stable_ids(messages, self._thread)
         fresh = [m for m in only_messages(candidates) if not (m.id and m.id in self._ids)]
         self._ids.update(m.id for m in fresh if m.id)
         self._seen = list(messages)
@@ -114,10 +120,11 @@ class TurnBuffer:
     the previous, so it holds every message the earlier ones did, unless it was rewritten.
     """
 
-    __slots__ = ("cursor", "whole", "_latest", "_handed_at")
+    __slots__ = ("cursor", "whole", "thread_id", "_latest", "_handed_at")
 
-    def __init__(self, restored: Sequence[BaseMessage]) -> None:
-        self.cursor = MessageCursor(restored)
+    def __init__(self, restored: Sequence[BaseMessage], thread_id: str | None = None) -> None:
+        self.cursor = MessageCursor(restored, thread_id)
+        self.thread_id = thread_id
         # The latest checkpointed list, kept after hand-overs: what to record again, in order,
         # if a write failed (``Recorder.broken``).
         self.whole: Sequence[BaseMessage] = restored
@@ -139,6 +146,10 @@ class TurnBuffer:
             self._latest = None
             self._handed_at = now
         return out
+
+    def whole_messages(self) -> list[BaseMessage]:
+        """The whole latest list as recorded (briefings left out, id-less messages named)."""
+        return only_messages(with_stable_ids(self.whole, self.thread_id))
 
     def drain(self) -> list[BaseMessage]:
         """Everything still waiting (the run ended or paused)."""
@@ -179,7 +190,7 @@ def catch_up(
     store: RecallStore, agent_id: str, thread_id: str | None, restored: Sequence[BaseMessage]
 ) -> int:
     """Record what a crash left unrecorded in ``restored``; returns how many were new."""
-    restored = only_messages(restored)
+    restored = only_messages(with_stable_ids(restored, thread_id))
     if not restored:
         return 0
     newest = store.turns(agent_id, last=1)

@@ -44,7 +44,7 @@ from .._recent import Recent
 from ._faults import fault_point
 from ._lease import HeldLease, LeaseKeeper
 from ._plans import attempts_of, close_not_started
-from ._recording import Recorder, TurnBuffer, messages_in, only_messages, switch_thread
+from ._recording import Recorder, TurnBuffer, messages_in, switch_thread
 from ._turns import claim_turn, is_new_input, turn_id_of
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ class Run:
     head_id: str | None = None
 
     def restored(self, messages: list[BaseMessage] | None, start_id: str) -> None:
-        self.turns = TurnBuffer(messages or ())
+        self.turns = TurnBuffer(messages or (), self.thread_id)
         self.start_id = self.head_id = start_id
 
 
@@ -192,7 +192,7 @@ class FinalWrite:
         if broken:
             # A write failed (a hand-over, or the catch-up): nothing was written after it, so
             # the whole last list, sent again, fills the gap in order (recorded ids skipped).
-            self.messages = only_messages(run.turns.whole)
+            self.messages = run.turns.whole_messages()
         try:
             ok = life.store._end_run(
                 run.agent_id, holder, epoch, self.messages, thread_id=run.thread_id

@@ -58,35 +58,45 @@ def output_text(message: BaseMessage, output_threshold: int) -> str | None:
     return text if len(text) > output_threshold else None
 
 
-def message_id(message: BaseMessage, occurrence: int) -> str:
-    """The message's own id, or a stable one derived from its content.
+def message_id(message: BaseMessage, thread_id: str | None, position: int) -> str:
+    """The message's own id, or a stable key made from its content, its thread and its
+    position in that thread's messages channel.
 
-    Two identical id-less messages in one call are told apart by their occurrence number.
+    The position is what tells two identical id-less messages apart ("ok" said twice), and
+    it is the same each time the message is looked at, whatever else is sent with it: the
+    occurrence within one call, used before, changed with where the call started, so a hook
+    sending only the new messages recorded the second "ok" never, or the first twice.
     """
     if message.id:
         return str(message.id)
     _, data = dumps_typed(message)
-    return f"h-{hashlib.sha256(data).hexdigest()[:24]}-{occurrence}"
+    where = f"{thread_id or ''}\0{position}\0".encode()
+    return f"h-{hashlib.sha256(where + data).hexdigest()[:24]}"
 
 
-def _message_ids(messages: Sequence[BaseMessage]) -> list[str]:
-    """Each message's id (own, or derived from its content), checking that they are messages."""
+def with_stable_ids(messages: Sequence[Any], thread_id: str | None, start: int = 0) -> list[Any]:
+    """``messages`` (found at ``start`` of the thread's messages channel) with each id-less
+    message replaced by a copy named by ``message_id``. Messages with an id are kept as they
+    are (the same objects), so the usual list, all ids, costs one pass."""
+    out = list(messages)
+    for i, m in enumerate(out):
+        if isinstance(m, BaseMessage) and not m.id:
+            out[i] = m.model_copy(update={"id": message_id(m, thread_id, start + i)})
+    return out
+
+
+def _message_ids(messages: Sequence[BaseMessage], thread_id: str | None) -> list[str]:
+    """Each message's id (own, or ``message_id``'s key with its place in this call as its
+    position), checking that they are messages."""
     ids: list[str] = []
-    seen: dict[str, int] = {}
-    for m in messages:
+    for position, m in enumerate(messages):
         if not isinstance(m, BaseMessage):
             raise RecallError(
                 f"record() takes LangChain messages, got {type(m).__name__}; convert with "
                 "langchain_core.messages.convert_to_messages first",
                 code="invalid_value",
             )
-        if m.id:
-            ids.append(str(m.id))
-            continue
-        base = message_id(m, 0)[:-2]
-        n = seen.get(base, 0)
-        seen[base] = n + 1
-        ids.append(f"{base}-{n}")
+        ids.append(message_id(m, thread_id, position))
     return ids
 
 
@@ -100,7 +110,7 @@ def record(
 ) -> int:
     if not messages:
         return 0
-    ids = _message_ids(messages)
+    ids = _message_ids(messages, thread_id)
     check_agent_id(agent_id)
     if tx.dialect == "sqlite" and len(ids) <= _SQLITE_ONE_INSERT_MAX:
         done = _record_new_sqlite(tx, agent_id, ids, messages, thread_id, output_threshold)
@@ -326,7 +336,7 @@ def record_pg(
 
     if not messages:
         return 0
-    ids = _message_ids(messages)
+    ids = _message_ids(messages, thread_id)
     batch = _all_new_batch(ids, messages, output_threshold)
     if batch is None:
         return None
