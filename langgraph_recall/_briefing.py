@@ -38,6 +38,7 @@ from ._briefing_lines import (
     BRIEFING_ID,
     DOUBT_TITLE,
     ITEM_CHARS,
+    MIN_PIECE,
     RECALL_TOOL_NAMES,
     Meter,
     Section,
@@ -45,6 +46,7 @@ from ._briefing_lines import (
     action_line,
     approval_line,
     cut,
+    fair_shares,
     latest_human,
     memory_line,
     state_lines,
@@ -58,8 +60,6 @@ if TYPE_CHECKING:
     from .store._models import Action
 
 __all__ = ["BRIEFING_ID", "RECALL_TOOL_NAMES", "Briefing", "build_briefing", "is_briefing_message"]
-
-_MIN_PIECE = 40  # a shortened piece keeps at least this many characters (or is left out)
 
 
 def is_briefing_message(message: BaseMessage) -> bool:
@@ -206,11 +206,7 @@ def _build(
 
     # Fill in priority order: each section takes what fits of what is left.
     if open_actions:
-        _place(
-            meter,
-            placed,
-            Section("open_actions", DOUBT_TITLE, [(1, action_line(a)) for a in open_actions]),
-        )
+        placed.append(_place_doubts(meter, open_actions))
     if approvals:
         tools = {p.action_id: _tool_of(store, p.action_id) for p in approvals}
         lines = [(2, approval_line(p, tools[p.action_id])) for p in approvals]
@@ -304,6 +300,25 @@ def _place(meter: Meter, placed: list[Section], section: Section) -> None:
     placed.append(Section(section.name, section.title, kept))
 
 
+def _place_doubts(meter: Meter, actions: Sequence[Action]) -> Section:
+    """Every unconfirmed call, each call's text shortened to fit if needed, never one left out:
+    a call the model does not see listed it may well make again."""
+    lines = [action_line(a) for a in actions]
+    title = meter.cost(DOUBT_TITLE)
+    if title + sum(meter.cost(ln) for ln in lines) > meter.left:
+        calls = [a.call_text() for a in actions]
+        frames = sum(len(action_line(a, "")) for a in actions) + len(actions)
+        room = meter.chars_for(meter.left - title, "\n".join(lines)) - frames
+        allot = fair_shares([len(c) for c in calls], room)
+        lines = [
+            action_line(a, cut(c, max(n, MIN_PIECE)))
+            for a, c, n in zip(actions, calls, allot, strict=True)
+        ]
+    for ln in [DOUBT_TITLE, *lines]:
+        meter.take(ln)
+    return Section("open_actions", DOUBT_TITLE, [(1, ln) for ln in lines])
+
+
 def _place_state(meter: Meter, section: Section, fields: list[tuple[str, str]]) -> bool:
     """Put the working state in; shorten its fields to fit if needed. True when shortened."""
     if not fields:
@@ -319,17 +334,10 @@ def _place_state(meter: Meter, section: Section, fields: list[tuple[str, str]]) 
     room = meter.left - meter.cost(section.title) - meter.cost(note)
     if room <= 0:
         return False
-    # Share the room out: short fields keep their full length, the rest split what remains,
-    # so a huge "notes" cannot push out the goal.
+    # Share the room out, so a huge "notes" cannot push out the goal.
     budget_chars = meter.chars_for(room, "\n".join(lines)) - len(lines)
-    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
-    allot = [0] * len(lines)
-    remaining = budget_chars
-    for n, i in enumerate(order):
-        share = remaining // (len(lines) - n)
-        allot[i] = min(len(lines[i]), share)
-        remaining -= allot[i]
-    kept = [cut(lines[i], allot[i]) for i in range(len(lines)) if allot[i] >= _MIN_PIECE]
+    allot = fair_shares([len(ln) for ln in lines], budget_chars)
+    kept = [cut(lines[i], allot[i]) for i in range(len(lines)) if allot[i] >= MIN_PIECE]
     meter.take(section.title)
     placed: list[str] = []
     for ln in kept:

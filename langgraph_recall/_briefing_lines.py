@@ -29,6 +29,7 @@ TokenCounter = Any  # a function of a list of messages, or a chat model
 STATE_ORDER = ("goal", "plan", "progress", "decisions", "last_milestone", "notes")
 TURN_CHARS = 600  # a turn longer than this shows its start and how much more there is
 ITEM_CHARS = 300  # pointers, memories, approvals: one line each, at most this long
+MIN_PIECE = 40  # a shortened piece keeps at least this many characters (or is left out)
 
 
 # --- counting ------------------------------------------------------------------------------
@@ -142,11 +143,26 @@ def short_id(action_id: str) -> str:
     return action_id if len(action_id) <= 24 else action_id[:16]
 
 
-def action_line(a: Action) -> str:
+def action_line(a: Action, call: str | None = None) -> str:
+    """The line of an unconfirmed call; ``call`` in place of its whole call text (shortened)."""
     # What to do is said once, in the section title; a line is just the call and its id.
+    what = a.call_text() if call is None else call
     if a.klass == "idempotent":
-        return f"- {a.call_text()} [action {short_id(a.action_id)}, idempotent: re-run with the same key on resume]"
-    return f"- {a.call_text()} [action {short_id(a.action_id)}]"
+        return f"- {what} [action {short_id(a.action_id)}, idempotent: re-run with the same key on resume]"
+    return f"- {what} [action {short_id(a.action_id)}]"
+
+
+def fair_shares(lengths: Sequence[int], total: int) -> list[int]:
+    """``total`` characters shared out: the short pieces keep their whole length, the rest split
+    what remains evenly, so one huge piece cannot push out the others."""
+    allot = [0] * len(lengths)
+    remaining = total
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    for n, i in enumerate(order):
+        share = remaining // (len(lengths) - n)
+        allot[i] = max(0, min(lengths[i], share))
+        remaining -= allot[i]
+    return allot
 
 
 DOUBT_TITLE = (

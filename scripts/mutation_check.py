@@ -168,6 +168,14 @@ MUTATIONS = [
         ("tests/test_checkpoint_recording.py::-k::id_less_messages",),
     ),
     Mutation(
+        "doubts_shortened",
+        "briefing: calls in doubt over budget are shortened, each keeping its line and action id",
+        "langgraph_recall/_briefing.py",
+        "            action_line(a, cut(c, max(n, MIN_PIECE)))\n",
+        "            action_line(a)\n",
+        ("tests/test_briefing.py::-k::in_doubt_calls_over_budget",),
+    ),
+    Mutation(
         "run_end_turns",
         "recording: every message is recorded by the time invoke returns",
         "langgraph_recall/checkpoint/_runs.py",

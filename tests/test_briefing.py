@@ -337,6 +337,24 @@ def test_at_the_smallest_budget_the_most_important_parts_survive(store: RecallSt
     assert "## Recent turns" not in b.text  # the least important part gives way first
 
 
+def _long_doubts(store: RecallStore, agent: str, n: int) -> list[str]:
+    """``n`` open external calls, each about 400 characters as a call; their action ids."""
+    ids = [f"{agent}-act{i}" for i in range(n)]
+    for i, action_id in enumerate(ids):
+        args = {f"field_{k}": f"value {i}.{k} " + "v" * 20 for k in range(12)}
+        store.claim(agent, action_id, tool="send", args=args, args_digest=f"d{i}")
+    return ids
+
+
+def test_in_doubt_calls_over_budget_are_shortened_not_dropped(store: RecallStore) -> None:
+    ids = _long_doubts(store, "a", 8)
+    assert _tokens("\n".join(a.call_text() for a in store.actions("a"))) > 600
+    b = store.briefing("a", token_budget=600)
+    assert b.tokens <= 600
+    assert all(f"[action {i}]" in b.text for i in ids), "each call in doubt keeps its line and id"
+    assert "more" not in b.text and "- send(field_0='value 0.0" in b.text
+
+
 def test_a_working_state_over_budget_is_shortened_and_says_so(store: RecallStore) -> None:
     store.update_working_state("a", goal="reach the goal " * 10, notes="n" * 50_000)
     b = store.briefing("a", token_budget=300)
