@@ -136,7 +136,9 @@ def build_briefing(
 
     Raises:
         RecallError: ``invalid_value`` when the budget is too small to hold the briefing's
-            header (under about 100 tokens) or the counter is unusable.
+            header (under about 100 tokens) or the counter is unusable, or too small to hold
+            every unconfirmed call even shortened (``details["token_budget"]`` then names a
+            budget that holds them).
     """
     if not isinstance(token_budget, int) or isinstance(token_budget, bool) or token_budget <= 0:
         raise RecallError(
@@ -206,7 +208,7 @@ def _build(
 
     # Fill in priority order: each section takes what fits of what is left.
     if open_actions:
-        placed.append(_place_doubts(meter, open_actions))
+        placed.append(_place_doubts(meter, open_actions, token_budget))
     if approvals:
         tools = {p.action_id: _tool_of(store, p.action_id) for p in approvals}
         lines = [(2, approval_line(p, tools[p.action_id])) for p in approvals]
@@ -300,12 +302,19 @@ def _place(meter: Meter, placed: list[Section], section: Section) -> None:
     placed.append(Section(section.name, section.title, kept))
 
 
-def _place_doubts(meter: Meter, actions: Sequence[Action]) -> Section:
+def _place_doubts(meter: Meter, actions: Sequence[Action], budget: int) -> Section:
     """Every unconfirmed call, each call's text shortened to fit if needed, never one left out:
-    a call the model does not see listed it may well make again."""
+    a call the model does not see listed it may well make again.
+
+    Raises ``invalid_value``, naming a budget that holds them, when even the shortest lines
+    (each call cut to ``MIN_PIECE`` characters) do not fit."""
     lines = [action_line(a) for a in actions]
     title = meter.cost(DOUBT_TITLE)
-    if title + sum(meter.cost(ln) for ln in lines) > meter.left:
+
+    def fits(candidate: list[str]) -> bool:
+        return title + sum(meter.cost(ln) for ln in candidate) <= meter.left
+
+    if not fits(lines):
         calls = [a.call_text() for a in actions]
         frames = sum(len(action_line(a, "")) for a in actions) + len(actions)
         room = meter.chars_for(meter.left - title, "\n".join(lines)) - frames
@@ -314,6 +323,18 @@ def _place_doubts(meter: Meter, actions: Sequence[Action]) -> Section:
             action_line(a, cut(c, max(n, MIN_PIECE)))
             for a, c, n in zip(actions, calls, allot, strict=True)
         ]
+        shortest = [action_line(a, cut(c, MIN_PIECE)) for a, c in zip(actions, calls, strict=True)]
+        if not fits(lines):
+            lines = shortest
+        if not fits(lines):
+            need = meter.used + title + sum(meter.cost(ln) for ln in shortest)
+            fit = max(meter.budget_for(need), budget + 1)
+            raise RecallError(
+                f"token_budget {budget} cannot hold the {len(actions)} unconfirmed call(s) "
+                f"even shortened; give at least {fit} tokens",
+                code="invalid_value",
+                token_budget=fit,
+            )
     for ln in [DOUBT_TITLE, *lines]:
         meter.take(ln)
     return Section("open_actions", DOUBT_TITLE, [(1, ln) for ln in lines])

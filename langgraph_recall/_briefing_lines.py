@@ -71,6 +71,13 @@ class Meter:
         self.used += c
         return True
 
+    def budget_for(self, units: int) -> int:
+        """The smallest token budget whose capacity holds ``units`` (about, with a custom
+        counter)."""
+        if self.exact:
+            return -(-(units + 6) // 4) + 3  # the capacity's formula above, solved for budget
+        return int(units + self.base)
+
     def chars_for(self, units: int, sample: str) -> int:
         """About how many characters of ``sample`` fit in ``units``."""
         if self.exact:

@@ -176,6 +176,14 @@ MUTATIONS = [
         ("tests/test_briefing.py::-k::in_doubt_calls_over_budget",),
     ),
     Mutation(
+        "doubts_budget",
+        "briefing: a budget too small for the calls in doubt is refused, naming one that fits",
+        "langgraph_recall/_briefing.py",
+        "        if not fits(lines):\n            need = meter.used",
+        "        if False:\n            need = meter.used",
+        ("tests/test_briefing.py::-k::calls_in_doubt_is_refused",),
+    ),
+    Mutation(
         "run_end_turns",
         "recording: every message is recorded by the time invoke returns",
         "langgraph_recall/checkpoint/_runs.py",

@@ -302,7 +302,13 @@ def test_the_budget_bounds_the_whole_briefing(
         turns=turns,
         turn_chars=turn_chars,
     )
-    b = store.briefing(agent, token_budget=budget)
+    try:
+        b = store.briefing(agent, token_budget=budget)
+    except RecallError as err:
+        # Too small for every call in doubt: refused, naming a budget that holds them.
+        assert err.code == "invalid_value" and doubts
+        budget = err.details["token_budget"]
+        b = store.briefing(agent, token_budget=budget)
     assert b.tokens == _tokens(b.text) <= budget
     # The most important part always survives: what the agent is, and any call in doubt.
     assert b.text.startswith(f"# Briefing: agent {agent}")
@@ -353,6 +359,20 @@ def test_in_doubt_calls_over_budget_are_shortened_not_dropped(store: RecallStore
     assert b.tokens <= 600
     assert all(f"[action {i}]" in b.text for i in ids), "each call in doubt keeps its line and id"
     assert "more" not in b.text and "- send(field_0='value 0.0" in b.text
+
+
+def test_a_budget_too_small_for_the_calls_in_doubt_is_refused_naming_one_that_fits(
+    store: RecallStore,
+) -> None:
+    ids = _long_doubts(store, "a", 40)
+    with pytest.raises(RecallError) as err:
+        store.briefing("a", token_budget=600)
+    fit = err.value.details["token_budget"]
+    assert err.value.code == "invalid_value" and f"give at least {fit} tokens" in str(err.value)
+    b = store.briefing("a", token_budget=fit)
+    assert b.tokens <= fit and all(f"[action {i}]" in b.text for i in ids)
+    with pytest.raises(RecallError):
+        store.briefing("a", token_budget=fit - 1)  # the least that fits
 
 
 def test_a_working_state_over_budget_is_shortened_and_says_so(store: RecallStore) -> None:
