@@ -7,7 +7,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ._briefing_lines import Meter, Section, turn_line
+from ._briefing_lines import MIN_PIECE, Meter, Section, cut, turn_line
 from .store._records import agent_ns
 
 if TYPE_CHECKING:
@@ -214,13 +214,21 @@ def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:
             line = turn_line(t, outputs)
             if line is None:
                 continue
-            cost = meter.cost(line)
-            if not meter.take(line):
+            if meter.cost(line) > meter.left:
+                # The first turn (newest first) that does not fit is shortened to the room
+                # left, not left out: a turn of many tool calls, its line uncapped, is often
+                # the one the agent stopped at.
                 full = True
-                break
+                line = shortened(line, meter)
+                if line is None:
+                    break
+            cost = meter.cost(line)
+            meter.take(line)
             spent += cost
             lines.append((10 + len(lines), line))
             oldest_seq = t.seq
+            if full:
+                break
         if lines:
             unit_cost = spent / len(lines)
     meter.used -= reserve
@@ -233,6 +241,17 @@ def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:
         meter.take(note)
         lines.insert(0, (9, note))
     return Section("turns", title, lines, print_reversed=True), shown
+
+
+def shortened(line: str, meter: Meter) -> str | None:
+    """``line`` cut to what the meter has left, or None when that is under ``MIN_PIECE``."""
+    chars = meter.chars_for(meter.left, line)
+    while chars >= MIN_PIECE:
+        short = cut(line, chars)
+        if meter.cost(short) <= meter.left:
+            return short
+        chars = chars * 9 // 10  # a custom counter's estimate was short: try a little less
+    return None
 
 
 def output_items(store: RecallStore, agent_id: str, refs: list[str]) -> dict[str, dict[str, Any]]:

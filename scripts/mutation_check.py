@@ -184,6 +184,14 @@ MUTATIONS = [
         ("tests/test_briefing.py::-k::calls_in_doubt_is_refused",),
     ),
     Mutation(
+        "turn_shortened",
+        "briefing: a turn over what is left of the budget is shortened, not dropped",
+        "langgraph_recall/_briefing_turns.py",
+        "                line = shortened(line, meter)\n",
+        "                line = None\n",
+        ("tests/test_briefing.py::-k::long_tool_call_turn",),
+    ),
+    Mutation(
         "run_end_turns",
         "recording: every message is recorded by the time invoke returns",
         "langgraph_recall/checkpoint/_runs.py",

@@ -136,6 +136,16 @@ def test_large_content_block_results_are_references_like_string_ones(store: Reca
     assert f'fetch_output(ref="{turn.output_ref}")' in text
 
 
+def test_a_long_tool_call_turn_over_budget_is_shortened_not_dropped(store: RecallStore) -> None:
+    calls = [_call("lookup", f"c{i}", q=f"query number {i} " + "q" * 30) for i in range(30)]
+    store.record("a", [HumanMessage("start", id="h0"), AIMessage("", tool_calls=calls, id="a1")])
+    b = store.briefing("a", token_budget=500)
+    assert b.tokens <= 500 and b.turns_shown == 1
+    assert "assistant: called lookup(q='query number 0 " in b.text
+    assert re.search(r"… \(\+\d+ chars\)", b.text)
+    assert "(1 earlier turns not shown)" in b.text
+
+
 def test_agent_ids_with_dots_keep_their_outputs_and_memories_apart(store: RecallStore) -> None:
     big = "RESULT " + "x" * (store.output_threshold + 100)
     for agent in ("team", "team.billing"):
