@@ -191,7 +191,9 @@ def approval_line(p: Approval, tool: str | None) -> str:
         what = "a call with " + (
             one_line(value_text(p.args)) if p.args is not None else "no arguments"
         )
-    return cut(f"- {what} [action {short_id(p.action_id)}]", ITEM_CHARS)
+    # The call is cut, never the id after it: the id is what a person resolves it by.
+    suffix = f" [action {short_id(p.action_id)}]"
+    return f"- {cut(what, ITEM_CHARS - len(suffix) - 2)}{suffix}"
 
 
 def turn_line(turn: TurnView, outputs: dict[str, dict[str, Any]]) -> str | None:

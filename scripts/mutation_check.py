@@ -192,6 +192,14 @@ MUTATIONS = [
         ("tests/test_briefing.py::-k::long_tool_call_turn",),
     ),
     Mutation(
+        "approval_id_kept",
+        "briefing: a long approval line is cut before its action id, never through it",
+        "langgraph_recall/_briefing_lines.py",
+        '    return f"- {cut(what, ITEM_CHARS - len(suffix) - 2)}{suffix}"\n',
+        '    return cut(f"- {what}{suffix}", ITEM_CHARS)\n',
+        ("tests/test_briefing.py::-k::approval_line_is_cut",),
+    ),
+    Mutation(
         "run_end_turns",
         "recording: every message is recorded by the time invoke returns",
         "langgraph_recall/checkpoint/_runs.py",

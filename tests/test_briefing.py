@@ -16,7 +16,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from langgraph_recall import _briefing_turns
 from langgraph_recall._briefing import BRIEFING_ID, Briefing, build_briefing
-from langgraph_recall._briefing_lines import APPROVAL_TITLE, DOUBT_TITLE
+from langgraph_recall._briefing_lines import APPROVAL_TITLE, DOUBT_TITLE, ITEM_CHARS
 from langgraph_recall._errors import RecallError
 from langgraph_recall._render import call_text
 from langgraph_recall.store import RecallStore, _transcript
@@ -87,6 +87,14 @@ def test_sections_come_in_priority_order_with_in_doubt_external_calls_first(
         "memories",
         "turns",
     )
+
+
+def test_a_long_approval_line_is_cut_before_its_action_id(store: RecallStore) -> None:
+    args = {f"field_{k}": f"value {k} " + "v" * 20 for k in range(30)}
+    store.record_decision("a", "act-pay", "requested", args=args, args_digest="d")
+    (line,) = [ln for ln in store.briefing("a").text.splitlines() if "a call with" in ln]
+    assert re.search(r"… \(\+\d+ chars\) \[action act-pay\]$", line)
+    assert len(line) <= ITEM_CHARS
 
 
 def test_tool_calls_read_as_calls_and_long_arguments_as_their_length(store: RecallStore) -> None:
