@@ -29,6 +29,8 @@ TokenCounter = Any  # a function of a list of messages, or a chat model
 STATE_ORDER = ("goal", "plan", "progress", "decisions", "last_milestone", "notes")
 TURN_CHARS = 600  # a turn longer than this shows its start and how much more there is
 ITEM_CHARS = 300  # pointers, memories, approvals: one line each, at most this long
+#: How a briefing names a turn it cut, for ``fetch_output`` to read whole: ``turn-<seq>``.
+TURN_REF = "turn-"
 MIN_PIECE = 40  # a shortened piece keeps at least this many characters (or is left out)
 
 
@@ -196,6 +198,14 @@ def approval_line(p: Approval, tool: str | None) -> str:
     return f"- {cut(what, ITEM_CHARS - len(suffix) - 2)}{suffix}"
 
 
+def turn_text(text: str, turn: TurnView) -> str:
+    """A turn's text for its line: cut at ``TURN_CHARS``, with a ref to read it whole (a turn
+    under the store's output threshold has no output of its own to point at)."""
+    if len(text) <= TURN_CHARS:
+        return text
+    return f'{cut(text, TURN_CHARS)} [whole turn: fetch_output(ref="{TURN_REF}{turn.seq}")]'
+
+
 def turn_line(turn: TurnView, outputs: dict[str, dict[str, Any]]) -> str | None:
     """One turn as a line, or None when it is not worth the model's attention."""
     f = turn.fields if isinstance(turn.fields, dict) else {}
@@ -220,8 +230,8 @@ def turn_line(turn: TurnView, outputs: dict[str, dict[str, Any]]) -> str | None:
         if ref:
             start = one_line(str(outputs.get(ref, {}).get("preview", "")))[:120]
             return f"{who}: {stored} starts: {start!r}"
-        return f"{who}: {cut(text, TURN_CHARS)}"
-    text = stored or cut(text, TURN_CHARS)
+        return f"{who}: {turn_text(text, turn)}"
+    text = stored or turn_text(text, turn)
     if turn.role == "ai":
         calls = [
             c

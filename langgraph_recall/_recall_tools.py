@@ -18,9 +18,11 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langgraph.prebuilt import ToolRuntime
 
 from ._briefing import RECALL_TOOL_NAMES
+from ._briefing_lines import TURN_REF
 from ._context import agent_id_of, store_of
 from ._errors import RecallError
 from .store._records import agent_ns
+from .store._transcript import content_text
 from .tools._classes import CLASS_KEY  # where the durable tool node reads a tool's class
 
 __all__ = ["recall_tools"]
@@ -100,11 +102,39 @@ def set_pointer(runtime: ToolRuntime, name: str, target: str, note: str = "") ->
     return f"pointer {name.strip()!r} saved"
 
 
+def _turn_text(store: Any, agent: str, ref: str) -> str | None:
+    """The whole text of the agent's turn ``turn-<seq>`` (a ref the briefing gives a turn it
+    cut), or None when there is no such turn."""
+    seq = ref.removeprefix(TURN_REF)
+    if not seq.isdigit() or int(seq) < 1:
+        return None
+    page, _ = store.turn_page(agent, 1, before=int(seq) + 1)
+    if not page or page[0].seq != int(seq):
+        return None
+    view = page[0]
+    if view.output_ref:
+        return str(store.fetch_output(view.output_ref))
+    fields = view.fields if isinstance(view.fields, dict) else {}
+    return content_text(fields.get("content", ""))
+
+
 def fetch_output(runtime: ToolRuntime, ref: str, offset: int = 0) -> str:
     ref = ref.strip().strip("\"'")
     if offset < 0:
         raise ToolException("Error: offset must be 0 or more.")
     store, agent = _where(runtime)
+    if ref.startswith(TURN_REF):
+        whole = _turn_text(store, agent, ref)
+        if whole is None:
+            raise ToolException(
+                f"Error: no turn {ref!r} is recorded for this agent. Use a ref exactly as the "
+                "briefing shows it."
+            )
+        if whole and offset >= len(whole):
+            raise ToolException(
+                f"Error: offset {offset} is past the end; the turn has {len(whole)} chars."
+            )
+        return _chunk(ref, whole[offset : offset + _CHUNK], offset, len(whole))
     # Outputs are addressed by content hash; only the agent's own are readable from here.
     item = store.get(agent_ns(agent, "outputs"), ref)
     if item is None:
@@ -119,6 +149,10 @@ def fetch_output(runtime: ToolRuntime, ref: str, offset: int = 0) -> str:
         text = store.fetch_output(ref, offset, _CHUNK)
     except RecallError as err:
         raise _fail(err) from err
+    return _chunk(ref, text, offset, size)
+
+
+def _chunk(ref: str, text: str, offset: int, size: int) -> str:
     end = offset + len(text)
     more = f'; more: fetch_output(ref="{ref}", offset={end})' if end < size else ""
     return f"[{ref} chars {offset}-{end} of {size}{more}]\n{text}"

@@ -200,6 +200,14 @@ MUTATIONS = [
         ("tests/test_briefing.py::-k::approval_line_is_cut",),
     ),
     Mutation(
+        "turn_ref",
+        "briefing: a turn cut in the briefing names itself, and fetch_output reads it whole",
+        "langgraph_recall/_briefing_lines.py",
+        "    return f'{cut(text, TURN_CHARS)} [whole turn: fetch_output(ref=\"{TURN_REF}{turn.seq}\")]'\n",
+        "    return cut(text, TURN_CHARS)\n",
+        ("tests/test_briefing_tools.py::-k::read_whole",),
+    ),
+    Mutation(
         "run_end_turns",
         "recording: every message is recorded by the time invoke returns",
         "langgraph_recall/checkpoint/_runs.py",

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -111,6 +111,23 @@ def test_fetch_output_reads_in_chunks_and_says_where_the_next_one_starts(
     )
     assert first.content.endswith(text[:4000])
     assert second.content.endswith(text[4000:8000])
+
+
+def test_a_turn_the_briefing_cuts_can_be_read_whole(store: RecallStore) -> None:
+    # Over 600 characters the briefing cuts a turn; under the output threshold the turn has
+    # no output of its own, so the briefing names the turn itself.
+    text = "".join(f"{i:05d}" for i in range(400))  # 2,000 characters
+    store.record("a", [HumanMessage(text, id="h1")])
+    assert 'fetch_output(ref="turn-1")' in store.briefing("a").text
+    whole, missing = _run_calls(
+        store,
+        [
+            {"name": "fetch_output", "args": {"ref": "turn-1"}},
+            {"name": "fetch_output", "args": {"ref": "turn-2"}},
+        ],
+    )
+    assert whole.content == f"[turn-1 chars 0-2000 of 2000]\n{text}"
+    assert missing.status == "error" and "no turn 'turn-2'" in str(missing.content)
 
 
 def test_bad_arguments_get_a_message_the_model_can_act_on(store: RecallStore) -> None:
