@@ -2076,6 +2076,23 @@ MUTATIONS = [
         "            self.path, isolation_level=None, check_same_thread=False, timeout=1.0\n",
         ("tests/test_store_wal.py::-k::never_creates_a_deleted",),
     ),
+    Mutation(
+        "collected_loop_reaped",
+        "a run whose failed loop was collected is ended at the agent's next run, not left to a "
+        "finalizer thread that may not have started",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            # finalizer's end then finds it ended).\n            return True\n",
+        "            # finalizer's end then finds it ended).\n            return False\n",
+        ("tests/test_checkpoint_lease.py::-k::collected_is_ended and not-started",),
+    ),
+    Mutation(
+        "ending_waited",
+        "a next run waits for the agent's previous run being ended on another thread",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            ending.released.wait(max(30.0, self.keeper.ttl))\n",
+        "            pass\n",
+        ("tests/test_checkpoint_lease.py::-k::collected_is_ended and ending",),
+    ),
 ]
 
 

@@ -322,6 +322,58 @@ async def test_a_resume_langgraph_refuses_gives_the_lease_back(
     saver.close()
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("slow", ["_quietly_end", "_end"], ids=["ender-not-started", "ending"])
+async def test_a_failed_run_whose_loop_was_collected_is_ended_before_the_next_run(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch, mode: str, slow: str
+) -> None:
+    """The failed loop is collected: its finalizer ends the run on a thread of its own. A next
+    run of the agent came before that thread (on a busy machine) and was refused lease_held."""
+    import gc
+    import threading
+
+    from langgraph.types import Command
+
+    from langgraph_recall.checkpoint._runs import RunLifecycle
+
+    here = threading.current_thread()
+    original = getattr(RunLifecycle, slow)
+
+    def late(self: RunLifecycle, run: Any) -> None:
+        if threading.current_thread() is not here:
+            time.sleep(0.5)  # the finalizer's thread, slow to start or to finish
+        original(self, run)
+
+    monkeypatch.setattr(RunLifecycle, slow, late)
+    saver = store.checkpointer(lease_ttl=60)
+    runs = saver._shared.runs
+    graph = _asking_graph(saver)
+    cfg = config("t-gc", "collected")
+
+    async def call(value: Any) -> Any:
+        if mode == "sync":
+            return graph.invoke(value, cfg)
+        return await graph.ainvoke(value, cfg)
+
+    await call({"answer": ""})
+    try:
+        await call(Command(resume=None))  # LangGraph fails it inside its loop's entry
+    except Exception:  # noqa: S110 - LangGraph's own error; no traceback kept to hold the loop
+        pass
+    failed = runs.run_of("collected")
+    assert failed is not None and failed.loop is not None
+    gc.collect()
+    assert failed.loop() is None, "the failed loop was not collected"
+    if slow == "_end":
+        deadline = time.monotonic() + 10
+        while "collected" not in runs.ending:  # the finalizer's thread is inside end()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    out = await call(Command(resume="yes"))
+    assert out["answer"] == "yes"
+    saver.close()
+
+
 @pytest.mark.slow
 def test_another_process_gets_the_lease_of_a_run_that_failed_to_enter(
     store: RecallStore, store_target: str, no_gc: None, tmp_path: Path

@@ -131,6 +131,8 @@ class Run:
     turns: TurnBuffer = field(default_factory=lambda: TurnBuffer(()))
     finalizer: Any = None
     ended: bool = False
+    # Set once ``end`` has given the lease back (``ended`` is set as it starts).
+    released: threading.Event = field(default_factory=threading.Event)
     # The run's loop (weakly) and who was entering it, until the entry is seen finished.
     loop: weakref.ref[Any] | None = None
     entry: Entry | None = None
@@ -229,6 +231,9 @@ class RunLifecycle:
         self.lock = threading.Lock()
         self.runs: dict[int, Run] = {}  # by run key
         self.by_agent: dict[str, Run] = {}  # the one run per agent the lease keeper allows
+        # Runs being ended on another thread (a collected loop's finalizer, the renewer's
+        # reaper, a loop exiting), until their lease is given back.
+        self.ending: dict[str, Run] = {}
         # agent -> (thread, lease epoch) of this process's last run of it: while the epoch is
         # unchanged no other process ran the agent since, so its thread marker needs no I/O.
         self.last_thread: Recent[str, tuple[str, int]] = Recent()
@@ -264,6 +269,14 @@ class RunLifecycle:
         # A run of this agent whose loop failed to enter still holds the slot: end it first,
         # or this run would be refused (lease_held) by a run that is not running.
         self.reap(agent_id, entry)
+        with self.lock:
+            ending = self.ending.get(agent_id)
+        if ending is not None:
+            # The agent's previous run here is over and being ended on another thread (after
+            # its loop failed to enter, the collected loop's finalizer ends it on a thread of
+            # its own): its release is moments away. Taking the lease before it was refused
+            # with lease_held, by a run that no longer runs.
+            ending.released.wait(max(30.0, self.keeper.ttl))
         lease = self.keeper.acquire(agent_id, control, wait)
         try:
             turn_id = turn_id_of(config)
@@ -355,6 +368,16 @@ class RunLifecycle:
             self.runs.pop(run.key, None)
             if self.by_agent.get(run.agent_id) is run:
                 del self.by_agent[run.agent_id]
+            self.ending[run.agent_id] = run
+        try:
+            self._end(run)
+        finally:
+            with self.lock:
+                if self.ending.get(run.agent_id) is run:
+                    del self.ending[run.agent_id]
+            run.released.set()
+
+    def _end(self, run: Run) -> None:
         if run.finalizer is not None:
             run.finalizer.detach()
         self.complete.pop(run.agent_id, None)  # set again by a final write that records all
@@ -416,7 +439,10 @@ class RunLifecycle:
             return False
         loop = ref()
         if loop is None:
-            return False  # collected: its finalizer ends the run
+            # Collected without exiting: its __enter__ failed. Its finalizer ends the run on a
+            # thread of its own, which may not have started yet: end it here, now (the
+            # finalizer's end then finds it ended).
+            return True
         if _ENTERED_MARK in vars(loop):
             run.entry = None  # entered; nothing left to watch
             return False
