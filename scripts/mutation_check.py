@@ -2093,6 +2093,15 @@ MUTATIONS = [
         "            pass\n",
         ("tests/test_checkpoint_lease.py::-k::collected_is_ended and ending",),
     ),
+    Mutation(
+        "old_secret_store_not_reseeded",
+        "a SQLite store opened with secret= before it kept an id file is never given a made-up "
+        "secret (its approvals would all read as forged)",
+        "langgraph_recall/store/_secret.py",
+        "    if store_id is None and existed_before and _holds_records(db):\n",
+        "    if False:\n",
+        ("tests/test_store_schema.py::-k::old_store_opened_with_a_secret",),
+    ),
 ]
 
 

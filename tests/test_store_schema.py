@@ -554,6 +554,43 @@ def test_a_store_whose_file_keeps_only_its_id_needs_its_secret_given(
         assert s._secret == b"app-secret" and s.verify_approvals() == []
 
 
+def _as_left_by_a_secret_given_before_id_files(path: str) -> None:
+    """What a SQLite store opened with secret= was before it kept an id file: no secret file
+    beside it, and no store id on record (only the secret file's code path wrote one)."""
+    os.remove(path + ".secret")
+    with RecallStore.open(path, secret="app-secret") as s, s._db.tx(write=True) as tx:
+        tx.run("DELETE FROM recall_meta WHERE key = 'store_id'")
+    os.remove(path + ".secret")
+
+
+def test_an_old_store_opened_with_a_secret_is_not_given_a_made_up_one(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Opened without secret= (the CLI, a notebook), such a store was given a new random
+    # secret in a full secret file: every approval then read as tampered with (`verify`),
+    # for good, since that file's secret won over LANGGRAPH_RECALL_SECRET from then on.
+    path = str(tmp_path / "recall.db")
+    with RecallStore.open(path, secret="app-secret") as s:
+        _approve(s, "a1")
+    _as_left_by_a_secret_given_before_id_files(path)
+    monkeypatch.delenv("LANGGRAPH_RECALL_SECRET", raising=False)
+    before = _files(tmp_path)
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(path)
+    assert err.value.code == "secret_missing"
+    assert "secret=" in str(err.value) and "LANGGRAPH_RECALL_SECRET" in str(err.value)
+    assert not os.path.exists(path + ".secret"), "a made-up secret was kept"
+    assert set(_files(tmp_path)) == set(before)
+    monkeypatch.setenv("LANGGRAPH_RECALL_SECRET", "app-secret")  # what the CLI reads
+    with RecallStore.open(path) as s:
+        assert s._secret == b"app-secret" and s.verify_approvals() == []
+        store_id = _meta(s, "store_id")
+    with open(path + ".secret") as f:
+        assert json.load(f) == {"store_id": store_id}, "the id only: the secret is the caller's"
+    with RecallStore.open(path, secret="app-secret") as s:
+        assert s.verify_approvals() == []
+
+
 def test_postgres_secret_comes_from_the_argument_or_the_environment(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

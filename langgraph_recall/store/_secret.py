@@ -17,6 +17,7 @@ from typing import Any
 from .._errors import RecallError, RecordsMissing
 from ._db import Database
 from ._probe import sqlite_found
+from ._schema import TABLES
 
 ENV_SECRET = "LANGGRAPH_RECALL_SECRET"
 
@@ -29,6 +30,16 @@ def _store_id(db: Database) -> str | None:
     with db.tx() as tx:
         row = tx.one("SELECT value FROM recall_meta WHERE key = 'store_id'")
     return None if row is None else str(row[0])
+
+
+def _holds_records(db: Database) -> bool:
+    """Whether any recall table but ``recall_meta`` has a row."""
+    with db.tx() as tx:
+        return any(
+            tx.one(f"SELECT 1 FROM {table} LIMIT 1") is not None
+            for table in TABLES
+            if table != "recall_meta"
+        )
 
 
 def _set_store_id(db: Database) -> str:
@@ -180,6 +191,21 @@ def _sqlite_secret_locked(
             "away as well.",
             code="secret_missing",
         )
+    if store_id is None and existed_before and _holds_records(db):
+        # Records but no store id and no secret file: a store opened with secret= before such
+        # stores kept an id file. A secret made up here would read every approval as forged
+        # (and, kept in the file, win over LANGGRAPH_RECALL_SECRET for good).
+        from_env = os.environ.get(ENV_SECRET)
+        if not from_env:
+            raise RecallError(
+                f"{db_path} holds records but no store id, and there is no secret file {path}: "
+                "it was opened with secret=..., so pass the same secret= to RecallStore.open, "
+                f"or set {ENV_SECRET} to it (the CLI reads {ENV_SECRET}).",
+                code="secret_missing",
+                path=path,
+            )
+        _write_secret_file(path, {"store_id": _set_store_id(db)})
+        return from_env.encode()
     store_id = store_id or _set_store_id(db)
     secret = secrets.token_bytes(32)
     _write_secret_file(path, {"store_id": store_id, "secret": secret.hex()})
