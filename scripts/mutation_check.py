@@ -2102,6 +2102,14 @@ MUTATIONS = [
         "    if False:\n",
         ("tests/test_store_schema.py::-k::old_store_opened_with_a_secret",),
     ),
+    Mutation(
+        "driver_message_scrubbed",
+        "a password libpq quotes back in its error (a raw % in it) is never shown",
+        "langgraph_recall/store/_postgres.py",
+        '                f"{_scrub(str(exc).strip().splitlines()[0], dsn)}. "\n',
+        '                f"{str(exc).strip().splitlines()[0]}. "\n',
+        ("tests/test_cli.py::-k::driver_quotes_back",),
+    ),
 ]
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from langgraph_recall import RecallError
 from langgraph_recall.cli import main
 from langgraph_recall.store import RecallStore
 from langgraph_recall.tools._canonical import args_digest
@@ -1011,6 +1012,23 @@ def test_a_password_in_the_dsns_query_is_never_shown(
 
     monkeypatch.delenv("LANGGRAPH_RECALL_DB", raising=False)
     assert "hunter2" not in look_around(dsn, 1)
+
+
+def test_a_password_the_driver_quotes_back_is_never_shown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A raw "%" in a password (not written as %25) is a DSN libpq refuses, and its message
+    # quotes the token whole: 'invalid percent-encoded token: "hunter%2z"'.
+    for dsn in (
+        "postgresql://app:hunter%zz2@127.0.0.1:1/x",
+        "postgresql://app@127.0.0.1:1/x?password=hunter%zz2",
+    ):
+        with pytest.raises(RecallError) as err:
+            RecallStore.open(dsn, secret="s")
+        assert "hunter" not in str(err.value) and "percent-encoded" in str(err.value)
+        code, out, err_text = cli(capsys, "--db", dsn, "verify")
+        assert_one_line_error(code, out, err_text, "cannot reach PostgreSQL")
+        assert "hunter" not in err_text
 
 
 def test_bad_flags_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:

@@ -40,3 +40,12 @@ def test_messages_never_show_a_dsn_password() -> None:
         "postgresql://bob@db/app?sslmode=require&password=***&x=1"
     )
     assert _redact("postgresql://db/app?PASSWORD=s3@cret") == "postgresql://db/app?PASSWORD=***"
+    # A driver's message may quote the password back (libpq, for a raw "%" in it).
+    from langgraph_recall.store._db import _scrub
+
+    said = 'invalid percent-encoded token: "s3%zzcret"'
+    assert (
+        _scrub(said, "postgresql://bob:s3%zzcret@db/app") == 'invalid percent-encoded token: "***"'
+    )
+    assert "s3%zz" not in _scrub(said, "postgresql://db/app?password=s3%zzcret")
+    assert _scrub("no password x", "postgresql://bob@db/app") == "no password x"

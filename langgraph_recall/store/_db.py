@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from .._errors import RecallError, RecordsMissing
 from .._process import Birth
@@ -420,6 +421,40 @@ def _redact(dsn: str) -> str:
     scheme, rest = dsn.split("://", 1)
     creds, host = rest.rsplit("@", 1)
     return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+
+
+def _dsn_passwords(dsn: str) -> set[str]:
+    """The passwords written in ``dsn`` (as written, and percent-decoded)."""
+    found: list[str] = []
+    if "://" in dsn:
+        found += re.findall(r"(?i)[?&]password=([^&#]*)", dsn)
+        rest = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1", dsn.split("://", 1)[1])
+        if "@" in rest:
+            creds = rest.rsplit("@", 1)[0]
+            if ":" in creds:
+                found.append(creds.split(":", 1)[1])
+    else:
+        for m in re.finditer(r"password\s*=\s*(?:'([^']*)'|(\S+))", dsn):
+            found.append(m.group(1) if m.group(1) is not None else m.group(2))
+    return {p for raw in found if raw for p in (raw, unquote(raw)) if p}
+
+
+def _scrub(message: str, dsn: str) -> str:
+    """A driver's message about ``dsn`` without the DSN's password: libpq quotes back a token
+    it cannot parse, such as a password holding a raw "%" ('invalid percent-encoded token:
+    "hunter%zz2"'), and ``_redact`` only covers the DSN we print ourselves."""
+    passwords = _dsn_passwords(dsn)
+    if not passwords:
+        return message
+
+    def quoted(m: re.Match[str]) -> str:
+        return '"***"' if any(p in m.group(1) for p in passwords) else m.group(0)
+
+    message = re.sub(r'"([^"]*)"', quoted, message)
+    for p in sorted(passwords, key=len, reverse=True):
+        if len(p) >= 4:  # a shorter one would blank out ordinary words of the message
+            message = message.replace(p, "***")
+    return message
 
 
 def postgres_extra_missing() -> RecallError:

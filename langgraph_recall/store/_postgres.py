@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._errors import RecallError
-from ._db import Database, Row, Tx, _redact, postgres_extra_missing
+from ._db import Database, Row, Tx, _redact, _scrub, postgres_extra_missing
 from ._prefetch import MAX_PLANS, Learned, Plans, Read, Step, combined, split
 from ._schema import Dialect
 
@@ -61,7 +61,8 @@ class PostgresDatabase(Database):
             self.pool.wait(timeout=10.0)
         except Exception as exc:
             raise RecallError(
-                f"cannot reach PostgreSQL at {self.target}: {str(exc).strip().splitlines()[0]}. "
+                f"cannot reach PostgreSQL at {self.target}: "
+                f"{_scrub(str(exc).strip().splitlines()[0], dsn)}. "
                 "Check the DSN and that the server is running.",
                 code="database",
             ) from exc
@@ -137,7 +138,8 @@ class PostgresDatabase(Database):
             ) from exc
         except psycopg.OperationalError as exc:
             raise RecallError(
-                f"PostgreSQL at {self.target} failed: {exc}", code="database"
+                f"PostgreSQL at {self.target} failed: {_scrub(str(exc), self.dsn)}",
+                code="database",
             ) from exc
 
     def _prefetch(self, cur: Any, plan: list[Step]) -> dict[Read, list[list[Row]]]:

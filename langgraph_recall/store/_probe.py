@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import RecallError
-from ._db import _redact, is_postgres_target, postgres_extra_missing, sqlite_path
+from ._db import _redact, _scrub, is_postgres_target, postgres_extra_missing, sqlite_path
 
 _META = "SELECT key, value FROM recall_meta WHERE key IN ('schema_version', 'store_id')"
 
@@ -84,7 +84,8 @@ def postgres_found(dsn: str) -> Found:
         conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
     except Exception as exc:
         raise RecallError(
-            f"cannot reach PostgreSQL at {_redact(dsn)}: {str(exc).strip().splitlines()[0]}. "
+            f"cannot reach PostgreSQL at {_redact(dsn)}: "
+            f"{_scrub(str(exc).strip().splitlines()[0], dsn)}. "
             "Check the DSN and that the server is running.",
             code="database",
         ) from exc
