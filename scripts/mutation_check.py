@@ -2110,6 +2110,14 @@ MUTATIONS = [
         '                f"{str(exc).strip().splitlines()[0]}. "\n',
         ("tests/test_cli.py::-k::driver_quotes_back",),
     ),
+    Mutation(
+        "pg_empty_secret_not_given",
+        "on PostgreSQL an empty secret= counts as not given (LANGGRAPH_RECALL_SECRET), as on SQLite",
+        "langgraph_recall/store/_secret.py",
+        "    raw = given or os.environ.get(ENV_SECRET)\n",
+        "    raw = given if given is not None else os.environ.get(ENV_SECRET)\n",
+        ("tests/test_store_schema.py::-k::empty_secret_counts_as_not_given",),
+    ),
 ]
 
 

@@ -605,6 +605,21 @@ def test_postgres_secret_comes_from_the_argument_or_the_environment(
         assert s.verify_approvals() == []
 
 
+def test_an_empty_secret_counts_as_not_given_on_postgres_too(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite takes secret="" / b"" as not given; PostgreSQL refused it with "pass secret=...
+    # or set LANGGRAPH_RECALL_SECRET" while the variable was set.
+    monkeypatch.setenv("LANGGRAPH_RECALL_SECRET", "from-the-environment")
+    for empty in ("", b""):
+        with RecallStore.open(pg_dsn, secret=empty) as s:
+            assert s._secret == b"from-the-environment"
+    monkeypatch.delenv("LANGGRAPH_RECALL_SECRET")
+    with pytest.raises(RecallError) as err:
+        RecallStore.open(pg_dsn, secret="")
+    assert err.value.code == "secret_missing"
+
+
 def test_postgres_without_a_secret_fails_clearly(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

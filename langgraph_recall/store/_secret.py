@@ -230,7 +230,8 @@ def _write_secret_file(path: str, content: dict[str, str]) -> None:
 def postgres_secret_given(given: str | bytes | None) -> str | bytes:
     """The signing secret for a PostgreSQL store, checked before anything touches the database
     (a refused open creates no tables)."""
-    raw = given if given is not None else os.environ.get(ENV_SECRET)
+    # An empty secret= counts as not given, as on SQLite.
+    raw = given or os.environ.get(ENV_SECRET)
     if not raw:
         raise RecallError(
             "a PostgreSQL RecallStore needs a signing secret shared by all workers: pass "
