@@ -2118,6 +2118,14 @@ MUTATIONS = [
         "    raw = given if given is not None else os.environ.get(ENV_SECRET)\n",
         ("tests/test_store_schema.py::-k::empty_secret_counts_as_not_given",),
     ),
+    Mutation(
+        "dsn_escaped_quote",
+        "a keyword DSN's quoted password holding \\' is hidden whole, not up to that quote",
+        "langgraph_recall/store/_db.py",
+        """        return re.sub(r"(password\\s*=\\s*)('(?:[^'\\\\]|\\\\.)*'|\\S+)", r"\\1***", dsn)\n""",
+        """        return re.sub(r"(password\\s*=\\s*)('[^']*'|\\S+)", r"\\1***", dsn)\n""",
+        ("tests/test_store_order.py::-k::dsn_password",),
+    ),
 ]
 
 

@@ -35,6 +35,8 @@ def test_messages_never_show_a_dsn_password() -> None:
     assert _redact("postgresql://bob:s3cret@db:5432/app") == "postgresql://bob@db:5432/app"
     assert "s3cret" not in _redact("host=db password=s3cret dbname=app")
     assert "s 3" not in _redact("host=db password='s 3' dbname=app")
+    # libpq takes a quote inside a quoted value as \' (psycopg's conninfo reads "it's s3").
+    assert _redact(r"host=db password='it\'s s3' dbname=app") == "host=db password=*** dbname=app"
     # libpq takes the password as a query parameter too.
     assert _redact("postgresql://bob@db/app?sslmode=require&password=s3cret&x=1") == (
         "postgresql://bob@db/app?sslmode=require&password=***&x=1"
@@ -49,3 +51,4 @@ def test_messages_never_show_a_dsn_password() -> None:
     )
     assert "s3%zz" not in _scrub(said, "postgresql://db/app?password=s3%zzcret")
     assert _scrub("no password x", "postgresql://bob@db/app") == "no password x"
+    assert _scrub('bad "it\'s s3" here', r"password='it\'s s3'") == 'bad "***" here'

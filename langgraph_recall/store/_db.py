@@ -412,7 +412,8 @@ def _redact(dsn: str) -> str:
     password is dropped and a ``password=`` query parameter (libpq takes one there too) shown
     as ``***``; in a keyword DSN, ``password=`` is shown as ``***``."""
     if "://" not in dsn:
-        return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn)
+        # A quoted value may hold \' (libpq's escape): the quote after it does not end it.
+        return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
     # The query first: a password there may hold an "@" that looks like the userinfo's end.
     dsn = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", dsn)
     if "@" not in dsn:
@@ -434,8 +435,9 @@ def _dsn_passwords(dsn: str) -> set[str]:
             if ":" in creds:
                 found.append(creds.split(":", 1)[1])
     else:
-        for m in re.finditer(r"password\s*=\s*(?:'([^']*)'|(\S+))", dsn):
-            found.append(m.group(1) if m.group(1) is not None else m.group(2))
+        for m in re.finditer(r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'|(\S+))", dsn):
+            quoted = m.group(1)
+            found.append(re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else m.group(2))
     return {p for raw in found if raw for p in (raw, unquote(raw)) if p}
 
 
