@@ -2126,6 +2126,15 @@ MUTATIONS = [
         """        return re.sub(r"(password\\s*=\\s*)('[^']*'|\\S+)", r"\\1***", dsn)\n""",
         ("tests/test_store_order.py::-k::dsn_password",),
     ),
+    Mutation(
+        "cli_lost_meta_deferred",
+        "the CLI leaves a store that lost recall_meta to the open (records_missing), never "
+        "calling it 'not a langgraph-recall store'",
+        "langgraph_recall/cli/_commands.py",
+        "    if found is None or found.is_store or found.lost_meta:\n",
+        "    if found is None or found.is_store:\n",
+        ("tests/test_cli.py::-k::lost_only_recall_meta",),
+    ),
 ]
 
 

@@ -1031,6 +1031,30 @@ def test_a_password_the_driver_quotes_back_is_never_shown(
         assert "hunter" not in err_text
 
 
+def test_a_store_that_lost_only_recall_meta_is_named_so_by_the_cli(
+    capsys: pytest.CaptureFixture[str], store_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The CLI's look before the open saw no recall_meta and said "not a langgraph-recall
+    # store ... Check --db", sending the user to another database, while its records remain.
+    monkeypatch.setenv("LANGGRAPH_RECALL_SECRET", "s")
+    with RecallStore.open(store_target) as s:
+        s.record("ag", [HumanMessage("kept", id="m-1")])
+    if store_target.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store_target, autocommit=True) as conn:
+            conn.execute("DROP TABLE recall_meta")
+    else:
+        with sqlite3.connect(store_target) as conn:
+            conn.execute("DROP TABLE recall_meta")
+        conn.close()
+        os.remove(store_target + ".secret")
+    for command in ("agents", "verify"):
+        code, out, err = cli(capsys, "--db", store_target, command)
+        assert_one_line_error(code, out, err, "but not recall_meta", "Restore the database")
+        assert "not a langgraph-recall store" not in err
+
+
 def test_bad_flags_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
     db = str(tmp_path / "recall.db")
     RecallStore.open(db).close()

@@ -71,8 +71,8 @@ def _refuse_if_not_a_store(target: str) -> None:
     except RecallError as exc:
         _fail(str(exc))
         return
-    if found is None or found.is_store:
-        return
+    if found is None or found.is_store or found.lost_meta:
+        return  # a store that lost recall_meta: the open refuses it (records_missing)
     if is_postgres_target(target):
         where = f"PostgreSQL database {_redact(target)}"
     else:

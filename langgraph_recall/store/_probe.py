@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .._errors import RecallError
 from ._db import _redact, _scrub, is_postgres_target, postgres_extra_missing, sqlite_path
+from ._schema import TABLES
 
 _META = "SELECT key, value FROM recall_meta WHERE key IN ('schema_version', 'store_id')"
 
@@ -27,6 +28,8 @@ class Found:
     is_store: bool  # it has langgraph-recall's recall_meta table
     schema_version: int | None = None
     store_id: str | None = None
+    # Not a store, yet other recall tables are there: it lost recall_meta (records_missing).
+    lost_meta: bool = False
 
 
 def _found(rows: list[tuple[str, str]]) -> Found:
@@ -66,7 +69,8 @@ def sqlite_found(path: str) -> Found | None:
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'recall_meta'"
         ).fetchone()
         if has is None:
-            return Found(False)
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            return Found(False, lost_meta=any(t in names for t in TABLES))
         return _found(conn.execute(_META).fetchall())
     except sqlite3.Error:
         return None
@@ -92,7 +96,11 @@ def postgres_found(dsn: str) -> Found:
     with conn:
         row = conn.execute("SELECT to_regclass('recall_meta')").fetchone()
         if row is None or row[0] is None:
-            return Found(False)
+            left = conn.execute(
+                "SELECT 1 FROM unnest(CAST(%s AS TEXT[])) AS u(t) WHERE to_regclass(t) IS NOT NULL",
+                (list(TABLES),),
+            ).fetchone()
+            return Found(False, lost_meta=left is not None)
         return _found([(str(k), str(v)) for k, v in conn.execute(_META).fetchall()])
 
 
