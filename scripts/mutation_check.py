@@ -2135,6 +2135,14 @@ MUTATIONS = [
         "    if found is None or found.is_store:\n",
         ("tests/test_cli.py::-k::lost_only_recall_meta",),
     ),
+    Mutation(
+        "driver_cause_dropped",
+        "a driver error quoting the DSN's password is not chained (a logged traceback prints it)",
+        "langgraph_recall/store/_db.py",
+        "    return exc if _scrub(str(exc), dsn) == str(exc) else None\n",
+        "    return exc\n",
+        ("tests/test_cli.py::-k::driver_quotes_back",),
+    ),
 ]
 
 

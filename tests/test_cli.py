@@ -23,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -1026,6 +1027,8 @@ def test_a_password_the_driver_quotes_back_is_never_shown(
         with pytest.raises(RecallError) as err:
             RecallStore.open(dsn, secret="s")
         assert "hunter" not in str(err.value) and "percent-encoded" in str(err.value)
+        # Nor in a logged traceback, whose chained cause is the driver's own error.
+        assert "hunter" not in "".join(traceback.format_exception(err.value))
         code, out, err_text = cli(capsys, "--db", dsn, "verify")
         assert_one_line_error(code, out, err_text, "cannot reach PostgreSQL")
         assert "hunter" not in err_text

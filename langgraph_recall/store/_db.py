@@ -459,6 +459,12 @@ def _scrub(message: str, dsn: str) -> str:
     return message
 
 
+def _cause(exc: BaseException, dsn: str) -> BaseException | None:
+    """What a RecallError about ``dsn`` is raised from: the driver's error, unless its own
+    message holds the DSN's password (a logged traceback prints the cause whole), then None."""
+    return exc if _scrub(str(exc), dsn) == str(exc) else None
+
+
 def postgres_extra_missing() -> RecallError:
     """Raised (from the ImportError) where psycopg is first needed."""
     return RecallError(

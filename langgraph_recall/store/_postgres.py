@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._errors import RecallError
-from ._db import Database, Row, Tx, _redact, _scrub, postgres_extra_missing
+from ._db import Database, Row, Tx, _cause, _redact, _scrub, postgres_extra_missing
 from ._prefetch import MAX_PLANS, Learned, Plans, Read, Step, combined, split
 from ._schema import Dialect
 
@@ -60,12 +60,13 @@ class PostgresDatabase(Database):
             )
             self.pool.wait(timeout=10.0)
         except Exception as exc:
-            raise RecallError(
+            err = RecallError(
                 f"cannot reach PostgreSQL at {self.target}: "
                 f"{_scrub(str(exc).strip().splitlines()[0], dsn)}. "
                 "Check the DSN and that the server is running.",
                 code="database",
-            ) from exc
+            )
+            raise err from _cause(exc, dsn)
 
     def configure(self, conn: Any) -> None:
         """Session settings of every connection langgraph-recall opens on this database (the
@@ -140,7 +141,7 @@ class PostgresDatabase(Database):
             raise RecallError(
                 f"PostgreSQL at {self.target} failed: {_scrub(str(exc), self.dsn)}",
                 code="database",
-            ) from exc
+            ) from _cause(exc, self.dsn)
 
     def _prefetch(self, cur: Any, plan: list[Step]) -> dict[Read, list[list[Row]]]:
         """Run ``plan``'s reads as one statement; their rows by read (nothing, on any error)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import RecallError
-from ._db import _redact, _scrub, is_postgres_target, postgres_extra_missing, sqlite_path
+from ._db import _cause, _redact, _scrub, is_postgres_target, postgres_extra_missing, sqlite_path
 from ._schema import TABLES
 
 _META = "SELECT key, value FROM recall_meta WHERE key IN ('schema_version', 'store_id')"
@@ -92,7 +92,7 @@ def postgres_found(dsn: str) -> Found:
             f"{_scrub(str(exc).strip().splitlines()[0], dsn)}. "
             "Check the DSN and that the server is running.",
             code="database",
-        ) from exc
+        ) from _cause(exc, dsn)
     with conn:
         row = conn.execute("SELECT to_regclass('recall_meta')").fetchone()
         if row is None or row[0] is None:
