@@ -102,13 +102,14 @@ class Briefing:
 
 
 _DEFAULT = object()
+DEFAULT_BUDGET = 2000
 
 
 def build_briefing(
     store: RecallStore,
     agent_id: str,
     *,
-    token_budget: int = 2000,
+    token_budget: int | None = None,
     token_counter: TokenCounter | None = None,
     query: str | None = None,
     exclude_msg_ids: Iterable[str] | None = None,
@@ -116,11 +117,13 @@ def build_briefing(
     memory_limit: int = 3,
     tool_hint: bool = False,
     refresh_ttl: bool | None = None,
+    doubts_over_budget: str | None = None,
 ) -> Briefing:
     """Build the briefing for ``agent_id`` from ``store`` within ``token_budget`` tokens.
 
     Args:
-        token_budget: the most tokens the whole briefing may take (counted as one SystemMessage).
+        token_budget: the most tokens the whole briefing may take (counted as one
+            SystemMessage); default 2000.
         token_counter: a function of a list of messages (or a chat model, whose
             ``get_num_tokens_from_messages`` is used); default ``count_tokens_approximately``.
         query: text to search memories with (default: the latest human turn).
@@ -133,13 +136,27 @@ def build_briefing(
         refresh_ttl: whether the memories the briefing shows have their TTL refreshed, as a
             read does (None: the store's ``refresh_on_read``). ``False`` for a look that must
             leave them as they were (``langgraph-recall show``).
+        doubts_over_budget: what to do when even the shortest lines of the unconfirmed calls do
+            not fit: ``"raise"`` (``invalid_value``, naming a budget that fits) or ``"count"``
+            (list those that fit, then how many more there are). Default: ``"raise"`` when
+            ``token_budget`` is given, ``"count"`` otherwise. The hooks and the middleware,
+            which run inside the agent, count: a briefing that raised would fail its run.
 
     Raises:
         RecallError: ``invalid_value`` when the budget is too small to hold the briefing's
             header (under about 100 tokens) or the counter is unusable, or too small to hold
-            every unconfirmed call even shortened (``details["token_budget"]`` then names a
-            budget that holds them).
+            every unconfirmed call even shortened with ``doubts_over_budget="raise"``
+            (``details["token_budget"]`` then names a budget that holds them).
     """
+    if doubts_over_budget is None:
+        doubts_over_budget = "count" if token_budget is None else "raise"
+    if doubts_over_budget not in ("raise", "count"):
+        raise RecallError(
+            f'doubts_over_budget must be "raise" or "count", got {doubts_over_budget!r}',
+            code="invalid_value",
+        )
+    if token_budget is None:
+        token_budget = DEFAULT_BUDGET
     if not isinstance(token_budget, int) or isinstance(token_budget, bool) or token_budget <= 0:
         raise RecallError(
             f"token_budget must be a positive int, got {token_budget!r}", code="invalid_value"
@@ -161,6 +178,7 @@ def build_briefing(
             skip,
             finished,
             token_budget,
+            doubts_over_budget == "raise",
             query,
             memory_namespace,
             memory_limit,
@@ -176,6 +194,7 @@ def _build(
     skip: frozenset[str],
     finished: frozenset[tuple[str, int]],
     token_budget: int,
+    refuse: bool,
     query: str | None,
     memory_namespace: Any,
     memory_limit: int,
@@ -208,7 +227,7 @@ def _build(
 
     # Fill in priority order: each section takes what fits of what is left.
     if open_actions:
-        placed.append(_place_doubts(meter, open_actions, token_budget))
+        placed.append(_place_doubts(meter, open_actions, token_budget, refuse))
     if approvals:
         tools = {p.action_id: _tool_of(store, p.action_id) for p in approvals}
         lines = [(2, approval_line(p, tools[p.action_id])) for p in approvals]
@@ -302,12 +321,14 @@ def _place(meter: Meter, placed: list[Section], section: Section) -> None:
     placed.append(Section(section.name, section.title, kept))
 
 
-def _place_doubts(meter: Meter, actions: Sequence[Action], budget: int) -> Section:
+def _place_doubts(meter: Meter, actions: Sequence[Action], budget: int, refuse: bool) -> Section:
     """Every unconfirmed call, each call's text shortened to fit if needed, never one left out:
     a call the model does not see listed it may well make again.
 
-    Raises ``invalid_value``, naming a budget that holds them, when even the shortest lines
-    (each call cut to ``MIN_PIECE`` characters) do not fit."""
+    When even the shortest lines (each call cut to ``MIN_PIECE`` characters) do not fit:
+    raises ``invalid_value``, naming a budget that holds them, if ``refuse`` (a budget the
+    caller chose); else lists those that fit and counts the rest (a running agent's briefing,
+    which must not fail its run)."""
     lines = [action_line(a) for a in actions]
     title = meter.cost(DOUBT_TITLE)
 
@@ -326,6 +347,8 @@ def _place_doubts(meter: Meter, actions: Sequence[Action], budget: int) -> Secti
         shortest = [action_line(a, cut(c, MIN_PIECE)) for a, c in zip(actions, calls, strict=True)]
         if not fits(lines):
             lines = shortest
+        if not fits(lines) and not refuse:
+            return _count_doubts(meter, shortest)
         if not fits(lines):
             need = meter.used + title + sum(meter.cost(ln) for ln in shortest)
             fit = max(meter.budget_for(need), budget + 1)
@@ -338,6 +361,30 @@ def _place_doubts(meter: Meter, actions: Sequence[Action], budget: int) -> Secti
     for ln in [DOUBT_TITLE, *lines]:
         meter.take(ln)
     return Section("open_actions", DOUBT_TITLE, [(1, ln) for ln in lines])
+
+
+def _count_doubts(meter: Meter, lines: list[str]) -> Section:
+    """As many of the shortest lines as fit, then how many more calls are in doubt."""
+
+    def more(n: int) -> str:
+        return (
+            f"- … and {n} more unconfirmed call(s), not listed (over the token budget): do not "
+            "repeat a call you cannot confirm; `langgraph-recall actions AGENT --open` lists them"
+        )
+
+    title = DOUBT_TITLE
+    if meter.cost(title) + meter.cost(more(len(lines))) > meter.left:
+        title = "## Unconfirmed calls (in doubt): do not call them again"
+    meter.take(title)
+    kept: list[str] = []
+    for i, ln in enumerate(lines):
+        if meter.cost(ln) + meter.cost(more(len(lines) - i - 1)) > meter.left:
+            break
+        meter.take(ln)
+        kept.append(ln)
+    kept.append(more(len(lines) - len(kept)))
+    meter.take(kept[-1])
+    return Section("open_actions", title, [(1, ln) for ln in kept])
 
 
 def _place_state(meter: Meter, section: Section, fields: list[tuple[str, str]]) -> bool:

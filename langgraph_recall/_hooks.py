@@ -156,7 +156,13 @@ def _brief(
     messages: Sequence[BaseMessage],
     opts: _Options,
 ) -> Briefing:
-    options: dict[str, Any] = {"query": _latest_human_text(messages), **opts.briefing}
+    # Inside a running agent: too many calls in doubt for the budget are counted, not refused
+    # (a briefing that raised would fail the run).
+    options: dict[str, Any] = {
+        "query": _latest_human_text(messages),
+        "doubts_over_budget": "count",
+        **opts.briefing,
+    }
     return build_briefing(
         store,
         agent_id,

@@ -160,7 +160,8 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             exclude_msg_ids=[str(m.id) for m in seen if m.id],
             query=_latest_human_text(request.messages),
             tool_hint=bool(self.tools),
-            **self.briefing_options,
+            # Inside the running agent: calls in doubt over budget are counted, never refused.
+            **{"doubts_over_budget": "count", **self.briefing_options},
         )
         return request.override(
             system_message=_with_briefing(request.system_message, briefing.text)

@@ -184,6 +184,22 @@ MUTATIONS = [
         ("tests/test_briefing.py::-k::calls_in_doubt_is_refused",),
     ),
     Mutation(
+        "doubts_counted",
+        "briefing: calls in doubt over the default budget are listed as fit and counted",
+        "langgraph_recall/_briefing.py",
+        "        if not fits(lines) and not refuse:\n",
+        "        if False:\n",
+        ("tests/test_briefing.py::-k::counted_not_refused",),
+    ),
+    Mutation(
+        "hooks_count_doubts",
+        "hooks: a running agent's briefing counts calls in doubt over budget, never refuses",
+        "langgraph_recall/_hooks.py",
+        '        "doubts_over_budget": "count",\n',
+        "",
+        ("tests/test_briefing.py::-k::counted_not_refused",),
+    ),
+    Mutation(
         "turn_shortened",
         "briefing: a turn over what is left of the budget is shortened, not dropped",
         "langgraph_recall/_briefing_turns.py",

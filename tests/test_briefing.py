@@ -18,6 +18,7 @@ from langgraph_recall import _briefing_turns
 from langgraph_recall._briefing import BRIEFING_ID, Briefing, build_briefing
 from langgraph_recall._briefing_lines import APPROVAL_TITLE, DOUBT_TITLE, ITEM_CHARS
 from langgraph_recall._errors import RecallError
+from langgraph_recall._hooks import with_briefing
 from langgraph_recall._render import call_text
 from langgraph_recall.store import RecallStore, _transcript
 
@@ -391,6 +392,29 @@ def test_a_budget_too_small_for_the_calls_in_doubt_is_refused_naming_one_that_fi
     assert b.tokens <= fit and all(f"[action {i}]" in b.text for i in ids)
     with pytest.raises(RecallError):
         store.briefing("a", token_budget=fit - 1)  # the least that fits
+
+
+def test_too_many_calls_in_doubt_for_the_default_budget_are_counted_not_refused(
+    store: RecallStore,
+) -> None:
+    """The refusal is for a budget the caller chose. With the default one (the CLI's show, a
+    running agent's hooks and middleware) a briefing that raised would fail the agent's run or
+    hide everything else: the calls that fit are listed, the rest counted."""
+    ids = _long_doubts(store, "a", 200)
+    with pytest.raises(RecallError):
+        store.briefing("a", token_budget=2000)  # asked for: refused, naming one that fits
+    b = store.briefing("a")
+    assert b.tokens <= b.token_budget == 2000
+    assert f"[action {ids[0]}]" in b.text
+    listed = sum(f"[action {i}]" in b.text for i in ids)
+    assert 0 < listed < 200 and f"… and {200 - listed} more unconfirmed call(s)" in b.text
+    cfg = {"configurable": {"thread_id": "t", "agent_id": "a"}}
+    for budget in (2000, 400):  # in a running agent never refused, even a budget given
+        out = with_briefing(
+            [HumanMessage("go", id="h")], config=cfg, store=store, token_budget=budget
+        )
+        text = str(out[0].content)
+        assert _tokens(text) <= budget and "more unconfirmed call(s)" in text
 
 
 def test_a_working_state_over_budget_is_shortened_and_says_so(store: RecallStore) -> None:

@@ -570,13 +570,18 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
 
     # --- briefing and checkpointer ---------------------------------------------------------
 
-    def briefing(self, agent_id: str, token_budget: int = 2000, **options: Any) -> Briefing:
-        """A token-budgeted briefing of what the agent wrote down (see ``Briefing``)."""
+    def briefing(self, agent_id: str, token_budget: int | None = None, **options: Any) -> Briefing:
+        """A token-budgeted briefing of what the agent wrote down (see ``Briefing``), within
+        ``token_budget`` tokens (default 2000). Options are ``build_briefing``'s: a budget
+        given that cannot hold every unconfirmed call is refused (``invalid_value``); the
+        default one lists what fits and counts the rest (``doubts_over_budget``)."""
         from .._briefing import build_briefing
 
         return build_briefing(self, agent_id, token_budget=token_budget, **options)
 
-    async def abriefing(self, agent_id: str, token_budget: int = 2000, **options: Any) -> Briefing:
+    async def abriefing(
+        self, agent_id: str, token_budget: int | None = None, **options: Any
+    ) -> Briefing:
         """Async twin of ``briefing``: the token-budgeted briefing, built in a worker thread."""
         return await self._run(self.briefing, agent_id, token_budget, **options)
 
