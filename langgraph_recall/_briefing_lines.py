@@ -203,7 +203,12 @@ def turn_text(text: str, turn: TurnView) -> str:
     under the store's output threshold has no output of its own to point at)."""
     if len(text) <= TURN_CHARS:
         return text
-    return f'{cut(text, TURN_CHARS)} [whole turn: fetch_output(ref="{TURN_REF}{turn.seq}")]'
+    return f"{cut(text, TURN_CHARS)}{whole_turn_ref(turn.seq)}"
+
+
+def whole_turn_ref(seq: int) -> str:
+    """What ends the line of a turn the briefing cut: the ref that reads it whole."""
+    return f' [whole turn: fetch_output(ref="{TURN_REF}{seq}")]'
 
 
 def turn_line(turn: TurnView, outputs: dict[str, dict[str, Any]]) -> str | None:

@@ -7,7 +7,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ._briefing_lines import MIN_PIECE, Meter, Section, cut, turn_line
+from ._briefing_lines import MIN_PIECE, Meter, Section, cut, turn_line, whole_turn_ref
 from .store._records import agent_ns
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:
                 # left, not left out: a turn of many tool calls, its line uncapped, is often
                 # the one the agent stopped at.
                 full = True
-                line = shortened(line, meter)
+                line = shortened(line, meter, whole_turn_ref(t.seq))
                 if line is None:
                     break
             cost = meter.cost(line)
@@ -243,11 +243,13 @@ def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:
     return Section("turns", title, lines, print_reversed=True), shown
 
 
-def shortened(line: str, meter: Meter) -> str | None:
-    """``line`` cut to what the meter has left, or None when that is under ``MIN_PIECE``."""
-    chars = meter.chars_for(meter.left, line)
+def shortened(line: str, meter: Meter, ref: str) -> str | None:
+    """``line`` cut to what the meter has left, ending with ``ref`` (what reads the turn
+    whole: the cut took its end, often its calls), or None when under ``MIN_PIECE`` is left."""
+    body = line.removesuffix(ref)
+    chars = meter.chars_for(meter.left, line) - len(ref)
     while chars >= MIN_PIECE:
-        short = cut(line, chars)
+        short = cut(body, chars) + ref
         if meter.cost(short) <= meter.left:
             return short
         chars = chars * 9 // 10  # a custom counter's estimate was short: try a little less

@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langgraph.prebuilt import ToolRuntime
 
@@ -112,10 +113,19 @@ def _turn_text(store: Any, agent: str, ref: str) -> str | None:
     if not page or page[0].seq != int(seq):
         return None
     view = page[0]
-    if view.output_ref:
-        return str(store.fetch_output(view.output_ref))
     fields = view.fields if isinstance(view.fields, dict) else {}
-    return content_text(fields.get("content", ""))
+    if view.output_ref:
+        text = str(store.fetch_output(view.output_ref))
+    else:
+        text = content_text(fields.get("content", ""))
+    # An assistant turn's calls are part of it (a turn of many calls is the one the briefing
+    # cuts to fit): each on a line of its own, its arguments whole.
+    calls = [c for c in fields.get("tool_calls") or () if isinstance(c, dict)]
+    lines = [
+        f"called {c.get('name')}({orjson.dumps(c.get('args') or {}, default=str).decode()})"
+        for c in calls
+    ]
+    return "\n".join([text, *lines] if text else lines)
 
 
 def fetch_output(runtime: ToolRuntime, ref: str, offset: int = 0) -> str:

@@ -130,6 +130,23 @@ def test_a_turn_the_briefing_cuts_can_be_read_whole(store: RecallStore) -> None:
     assert missing.status == "error" and "no turn 'turn-2'" in str(missing.content)
 
 
+def test_a_turn_shortened_to_fit_the_budget_names_itself_and_reads_with_its_calls(
+    store: RecallStore,
+) -> None:
+    # A turn of many tool calls is cut to what is left of the budget: its line still ends with
+    # the ref, and the ref reads the whole turn, its calls included (they are what was cut).
+    calls = [
+        {"name": "lookup", "args": {"q": f"query number {i} " + "q" * 30}, "id": f"c{i}"}
+        for i in range(30)
+    ]
+    store.record("a", [HumanMessage("start", id="h0"), AIMessage("", tool_calls=calls, id="a1")])
+    text = store.briefing("a", token_budget=500).text
+    assert "assistant: called lookup(q='query number 0 " in text
+    assert text.rstrip().endswith('[whole turn: fetch_output(ref="turn-2")]')
+    (whole,) = _run_calls(store, [{"name": "fetch_output", "args": {"ref": "turn-2"}}])
+    assert "query number 29 " + "q" * 30 in str(whole.content)
+
+
 def test_bad_arguments_get_a_message_the_model_can_act_on(store: RecallStore) -> None:
     mine = store.put_output("a", "x" * 100)
     theirs = store.put_output("other-agent", "secret " * 100)
