@@ -216,6 +216,14 @@ MUTATIONS = [
         ("tests/test_briefing_tools.py::-k::shortened_to_fit_the_budget",),
     ),
     Mutation(
+        "catch_up_prefix",
+        "recording: a crash's rewritten list (a summary before the newest turn) is caught up whole",
+        "langgraph_recall/checkpoint/_recording.py",
+        "                if not store._all_recorded(agent_id, [str(m.id) for m in restored[:i]]):\n",
+        "                if False:\n",
+        ("tests/test_checkpoint_recording.py::-k::crash_left_unrecorded",),
+    ),
+    Mutation(
         "turn_shortened",
         "briefing: a turn over what is left of the budget is shortened, not dropped",
         "langgraph_recall/_briefing_turns.py",

@@ -248,6 +248,37 @@ def test_a_summary_replacing_the_oldest_message_is_recorded_with_what_it_replace
     cp.close()
 
 
+def test_a_summary_a_crash_left_unrecorded_is_recorded_by_the_next_run(
+    store: RecallStore, inner: Any
+) -> None:
+    # The summarizing run's checkpoint was written, then the process died before recording
+    # it (here: that run went through the bare saver). Its list still ends with the newest
+    # recorded turn ("draft"): catching up only what follows that turn missed the summary.
+    from langgraph.graph import MessagesState
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    cp = store.checkpointer(lease_ttl=30)
+    first = chain(
+        MessagesState, ("draft", lambda s: {"messages": [AIMessage("a draft", id="draft")]})
+    )
+    first.compile(checkpointer=cp, store=store).invoke(
+        {"messages": [HumanMessage("go", id="h-go")]}, config("t1", "agent-1")
+    )
+    assert recorded_ids(store, "agent-1") == ["h-go", "draft"]
+    summary = AIMessage("summary of the request", id="summary")
+    rewritten = [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, AIMessage("a draft", id="draft")]
+    first.compile(checkpointer=inner).update_state(
+        config("t1", "agent-1"), {"messages": rewritten}, as_node="draft"
+    )
+    assert head_ids(inner, "t1") == ["summary", "draft"]
+    last = chain(MessagesState, ("final", lambda s: {"messages": [AIMessage("done", id="final")]}))
+    last.compile(checkpointer=cp, store=store).invoke(
+        {"messages": [HumanMessage("more", id="h-more")]}, config("t1", "agent-1")
+    )
+    assert recorded_ids(store, "agent-1") == ["h-go", "draft", "summary", "h-more", "final"]
+    cp.close()
+
+
 class Plain(TypedDict):
     messages: Annotated[list[AnyMessage], operator.add]
 

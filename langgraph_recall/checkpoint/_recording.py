@@ -30,7 +30,9 @@ also checkpoint. Three pieces:
   messages a crash left unrecorded (checkpointed, then killed before the recorder wrote them)
   are recorded then, once, in order, and before the run's first node (``RunLifecycle.settle``),
   so a briefing built by that node already has them. It reads the agent's newest recorded turn
-  and records only what follows it. It is skipped when the run restores the checkpoint this
+  and records only what follows it, once a read of ids (no turn decoded) shows every message
+  before it recorded; a list rewritten there (a summary in place of the oldest messages) is
+  recorded whole, the store skipping what it has. It is skipped when the run restores the checkpoint this
   process's last run of the agent ended at, with everything recorded, under the same lease
   epoch (``RunLifecycle.complete``).
 """
@@ -198,6 +200,10 @@ def catch_up(
         last_id = newest[-1].msg_id
         for i in range(len(restored) - 1, -1, -1):
             if restored[i].id == last_id:
+                if not store._all_recorded(agent_id, [str(m.id) for m in restored[:i]]):
+                    # Rewritten before the newest turn (a summary in place of the oldest
+                    # messages): the whole list, the store skipping what it has.
+                    return store.record(agent_id, list(restored), thread_id=thread_id)
                 tail = list(restored[i + 1 :])
                 return store.record(agent_id, tail, thread_id=thread_id) if tail else 0
     # Nothing recorded yet, or the newest turn came from another thread of this agent: the

@@ -3,7 +3,7 @@ pointers, outputs and the list of agents (see ``_api_base`` for how the methods 
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from typing import Any
 
 from .._errors import RecallError
@@ -28,6 +28,13 @@ class RecordsAPI(StoreBase):
             _records.remember_turn(tx, agent_id, turn_id, thread_id)
 
     # --- turns -----------------------------------------------------------------------------
+
+    def _all_recorded(self, agent_id: str, ids: Sequence[str]) -> bool:
+        """Whether every one of ``ids`` is recorded for the agent (a read, no turn decoded)."""
+        if not ids:
+            return True
+        with self._db.tx() as tx:
+            return len(_transcript.recorded_ids(tx, agent_id, ids)) == len(set(ids))
 
     def turns(self, agent_id: str, last: int | None = None) -> list[Turn]:
         """The agent's turns, oldest first; ``last=N`` reads only the newest N (an index scan)."""

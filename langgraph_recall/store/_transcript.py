@@ -120,21 +120,7 @@ def record(
         # The agent row's lock before the read: concurrent recorders of one agent then read
         # which ids are new one after the other. (SQLite's write transaction already does.)
         touch_agent(tx, agent_id)
-    existing: set[str] = set()
-    unique = list(dict.fromkeys(ids))
-    for i in range(0, len(unique), 500):
-        chunk = unique[i : i + 500]
-        marks = ",".join("?" * len(chunk))
-        existing.update(
-            r[0]
-            for r in tx.all(
-                f"SELECT msg_id FROM recall_turns WHERE agent_id = ? AND msg_id IN ({marks})",
-                [agent_id, *chunk],
-                # Planned for these values: a generic plan made on a small table read every
-                # turn of the agent per id (see record_pg's docstring).
-                fresh_plan=True,
-            )
-        )
+    existing = recorded_ids(tx, agent_id, ids)
     fresh: list[tuple[str, BaseMessage]] = []
     for mid, m in zip(ids, messages, strict=False):
         if mid not in existing:
@@ -173,6 +159,26 @@ def record(
         rows,
     )
     return len(fresh)
+
+
+def recorded_ids(tx: Tx, agent_id: str, ids: Sequence[str]) -> set[str]:
+    """Which of ``ids`` the agent has recorded (an index lookup each, no turn decoded)."""
+    existing: set[str] = set()
+    unique = list(dict.fromkeys(ids))
+    for i in range(0, len(unique), 500):
+        chunk = unique[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        existing.update(
+            r[0]
+            for r in tx.all(
+                f"SELECT msg_id FROM recall_turns WHERE agent_id = ? AND msg_id IN ({marks})",
+                [agent_id, *chunk],
+                # Planned for these values: a generic plan made on a small table read every
+                # turn of the agent per id (see record_pg's docstring).
+                fresh_plan=True,
+            )
+        )
+    return existing
 
 
 def _first_seq(tx: Tx, agent_id: str, n: int) -> int:
