@@ -107,7 +107,9 @@ def _turn_text(store: Any, agent: str, ref: str) -> str | None:
     """The whole text of the agent's turn ``turn-<seq>`` (a ref the briefing gives a turn it
     cut), or None when there is no such turn."""
     seq = ref.removeprefix(TURN_REF)
-    if not seq.isdigit() or int(seq) < 1:
+    # ASCII digits only (int() refuses some that isdigit() takes), within a turn number's range
+    # (a database integer): anything else is no turn, said as a tool error, never raised.
+    if not (seq.isascii() and seq.isdigit()) or not 0 < int(seq) < 2**62:
         return None
     page, _ = store.turn_page(agent, 1, before=int(seq) + 1)
     if not page or page[0].seq != int(seq):

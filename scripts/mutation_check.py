@@ -224,6 +224,14 @@ MUTATIONS = [
         ("tests/test_checkpoint_recording.py::-k::crash_left_unrecorded",),
     ),
     Mutation(
+        "turn_ref_range",
+        "fetch_output: a malformed turn ref is a tool error, never an exception out of the node",
+        "langgraph_recall/_recall_tools.py",
+        "    if not (seq.isascii() and seq.isdigit()) or not 0 < int(seq) < 2**62:\n",
+        "    if not seq.isdigit() or int(seq) < 1:\n",
+        ("tests/test_briefing_tools.py::-k::malformed_turn_ref",),
+    ),
+    Mutation(
         "turn_shortened",
         "briefing: a turn over what is left of the budget is shortened, not dropped",
         "langgraph_recall/_briefing_turns.py",

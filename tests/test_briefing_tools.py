@@ -147,6 +147,16 @@ def test_a_turn_shortened_to_fit_the_budget_names_itself_and_reads_with_its_call
     assert "query number 29 " + "q" * 30 in str(whole.content)
 
 
+def test_a_malformed_turn_ref_is_a_tool_error_not_a_failed_run(store: RecallStore) -> None:
+    # int() refuses some digits str.isdigit() takes, and SQLite an int past 64 bits: either
+    # raised out of the tool node and failed the agent's run.
+    store.record("a", [HumanMessage("x" * 2000, id="h1")])
+    refs = ["turn-\u00b2", "turn-" + "9" * 30, "turn--1", "turn-0"]
+    results = _run_calls(store, [{"name": "fetch_output", "args": {"ref": r}} for r in refs])
+    assert [r.status for r in results] == ["error"] * 4
+    assert all("no turn" in str(r.content) for r in results)
+
+
 def test_bad_arguments_get_a_message_the_model_can_act_on(store: RecallStore) -> None:
     mine = store.put_output("a", "x" * 100)
     theirs = store.put_output("other-agent", "secret " * 100)
