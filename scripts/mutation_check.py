@@ -232,6 +232,14 @@ MUTATIONS = [
         ("tests/test_briefing_tools.py::-k::malformed_turn_ref",),
     ),
     Mutation(
+        "store_turn_ref_hint",
+        "store.fetch_output: a turn ref is told where it is read, not to copy it exactly",
+        "langgraph_recall/store/_records.py",
+        '        if ref.startswith("turn-"):\n',
+        "        if False:\n",
+        ("tests/test_briefing_tools.py::-k::read_whole",),
+    ),
+    Mutation(
         "turn_shortened",
         "briefing: a turn over what is left of the budget is shortened, not dropped",
         "langgraph_recall/_briefing_turns.py",

@@ -15,6 +15,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from langgraph_recall._briefing import RECALL_TOOL_NAMES
+from langgraph_recall._errors import RecallError
 from langgraph_recall._recall_tools import recall_tools
 from langgraph_recall.store import RecallStore
 from langgraph_recall.tools import DurableToolNode
@@ -128,6 +129,11 @@ def test_a_turn_the_briefing_cuts_can_be_read_whole(store: RecallStore) -> None:
     )
     assert whole.content == f"[turn-1 chars 0-2000 of 2000]\n{text}"
     assert missing.status == "error" and "no turn 'turn-2'" in str(missing.content)
+    # The store's own fetch_output reads outputs; it says where such a ref is read instead of
+    # asking for the ref "exactly as the briefing shows it", which it is.
+    with pytest.raises(RecallError) as err:
+        store.fetch_output("turn-1")
+    assert err.value.code == "unknown_output" and "store.turns(agent_id)" in str(err.value)
 
 
 def test_a_turn_shortened_to_fit_the_budget_names_itself_and_reads_with_its_calls(

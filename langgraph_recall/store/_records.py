@@ -344,10 +344,15 @@ def put_output(tx: Tx, agent_id: str, content: str) -> str:
 def fetch_output(tx: Tx, ref: str, offset: int = 0, length: int | None = None) -> str:
     row = tx.one("SELECT data FROM recall_outputs WHERE ref = ?", (ref,))
     if row is None:
-        raise RecallError(
-            f"no output {ref!r} is recorded; use a reference exactly as the briefing shows it",
-            code="unknown_output",
-        )
+        hint = "use a reference exactly as the briefing shows it"
+        if ref.startswith("turn-"):
+            # The briefing's name for a turn it cut: an agent's turn, not a stored output.
+            hint = (
+                "a turn-<seq> ref names one of an agent's turns, not an output: the "
+                "fetch_output recall tool reads it in the agent's run; here, "
+                "store.turns(agent_id) holds it"
+            )
+        raise RecallError(f"no output {ref!r} is recorded; {hint}", code="unknown_output")
     text = bytes(row[0]).decode("utf-8", "surrogatepass")
     offset = max(0, int(offset))
     return text[offset:] if length is None else text[offset : offset + max(0, int(length))]
