@@ -267,7 +267,7 @@ def _build(
         if tool_hint:
             fresh += " Keep the working state with update_working_state, milestone and set_pointer."
         placed[0].lines[1] = (0, fresh)
-    text, tokens = _finish(placed, meter, token_budget)
+    text, tokens = _finish(placed, meter, token_budget, len(open_actions), refuse)
     return Briefing(
         agent_id=agent_id,
         text=text,
@@ -363,18 +363,24 @@ def _place_doubts(meter: Meter, actions: Sequence[Action], budget: int, refuse: 
     return Section("open_actions", DOUBT_TITLE, [(1, ln) for ln in lines])
 
 
+_MORE_DOUBTS = "- … and "
+_SHORT_DOUBT_TITLE = "## Unconfirmed calls (in doubt): do not call them again"
+
+
+def _more_doubts(n: int) -> str:
+    """The line that counts the calls in doubt not listed."""
+    return (
+        f"{_MORE_DOUBTS}{n} more unconfirmed call(s), not listed (over the token budget): do not "
+        "repeat a call you cannot confirm; `langgraph-recall actions AGENT --open` lists them"
+    )
+
+
 def _count_doubts(meter: Meter, lines: list[str]) -> Section:
     """As many of the shortest lines as fit, then how many more calls are in doubt."""
-
-    def more(n: int) -> str:
-        return (
-            f"- … and {n} more unconfirmed call(s), not listed (over the token budget): do not "
-            "repeat a call you cannot confirm; `langgraph-recall actions AGENT --open` lists them"
-        )
-
+    more = _more_doubts
     title = DOUBT_TITLE
     if meter.cost(title) + meter.cost(more(len(lines))) > meter.left:
-        title = "## Unconfirmed calls (in doubt): do not call them again"
+        title = _SHORT_DOUBT_TITLE
     meter.take(title)
     kept: list[str] = []
     for i, ln in enumerate(lines):
@@ -435,9 +441,15 @@ def _render(sections: list[Section]) -> str:
     return "\n".join(out)
 
 
-def _finish(sections: list[Section], meter: Meter, budget: int) -> tuple[str, int]:
+def _finish(
+    sections: list[Section], meter: Meter, budget: int, doubts: int, refuse: bool
+) -> tuple[str, int]:
     """The text and its real count; drops the least important lines if a counter was not
-    additive, so the budget holds whatever counter was given."""
+    additive, so the budget holds whatever counter was given.
+
+    A call in doubt is never dropped unsaid: when one would be, the budget is refused
+    (``refuse``, naming the count of the text that holds them all), or the call is taken off
+    the end of the list and counted in its last line."""
     text = _render(sections)
     tokens = meter.counter([SystemMessage(text)])
     while tokens > budget:
@@ -453,6 +465,30 @@ def _finish(sections: list[Section], meter: Meter, budget: int) -> tuple[str, in
                 code="invalid_value",
             )
         sec, i = worst
+        if sec.name == "open_actions":
+            calls = [k for k, (_, ln) in enumerate(sec.lines) if not ln.startswith(_MORE_DOUBTS)]
+            if refuse and len(calls) == doubts:
+                fit = int(tokens)  # this text, every call in it, with less of all else
+                raise RecallError(
+                    f"token_budget {budget} cannot hold the {doubts} unconfirmed call(s) even "
+                    f"shortened; give at least {fit} tokens",
+                    code="invalid_value",
+                    token_budget=fit,
+                )
+            if calls:
+                del sec.lines[calls[-1]]
+                listed = len(calls) - 1
+                counted = [(1, _more_doubts(doubts - listed))]
+                sec.lines = [ln for ln in sec.lines if not ln[1].startswith(_MORE_DOUBTS)]
+                sec.lines += counted
+                text = _render(sections)
+                tokens = meter.counter([SystemMessage(text)])
+                continue
+            if sec.title != _SHORT_DOUBT_TITLE:  # only the count left: a shorter title first
+                sec.title = _SHORT_DOUBT_TITLE
+                text = _render(sections)
+                tokens = meter.counter([SystemMessage(text)])
+                continue
         del sec.lines[i]
         text = _render(sections)
         tokens = meter.counter([SystemMessage(text)])

@@ -179,8 +179,8 @@ MUTATIONS = [
         "doubts_budget",
         "briefing: a budget too small for the calls in doubt is refused, naming one that fits",
         "langgraph_recall/_briefing.py",
-        "        if not fits(lines):\n            need = meter.used",
-        "        if False:\n            need = meter.used",
+        "            fit = max(meter.budget_for(need), budget + 1)\n",
+        "            fit = budget + 1\n",
         ("tests/test_briefing.py::-k::calls_in_doubt_is_refused",),
     ),
     Mutation(
@@ -238,6 +238,14 @@ MUTATIONS = [
         '        if ref.startswith("turn-"):\n',
         "        if False:\n",
         ("tests/test_briefing_tools.py::-k::read_whole",),
+    ),
+    Mutation(
+        "finish_keeps_doubts",
+        "briefing: the final trim for a non-additive counter never drops a call in doubt unsaid",
+        "langgraph_recall/_briefing.py",
+        '        if sec.name == "open_actions":\n',
+        "        if False:\n",
+        ("tests/test_briefing.py::-k::non_additive_counter_are",),
     ),
     Mutation(
         "turn_shortened",

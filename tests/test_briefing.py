@@ -346,9 +346,20 @@ def test_a_custom_counter_bounds_it_too_even_when_not_additive(
         chars = sum(len(str(m.content)) for m in messages)
         return math.ceil((chars / 3.5) ** 1.04) + 4
 
-    b = build_briefing(store, "a", token_budget=budget, token_counter=superlinear)
+    try:
+        b = build_briefing(store, "a", token_budget=budget, token_counter=superlinear)
+    except RecallError as err:
+        # Too small for the calls in doubt once counted whole: refused, naming one that fits.
+        assert budget == 200 and err.code == "invalid_value"
+        budget = err.details["token_budget"]
+        b = build_briefing(store, "a", token_budget=budget, token_counter=superlinear)
     assert b.tokens == superlinear([SystemMessage(b.text)]) <= budget
-    assert "## Unconfirmed calls" in b.text
+    assert "## Unconfirmed calls" in b.text and b.text.count("[action a-act") == 3
+    # Inside a running agent the same budget is not refused: what does not fit is counted.
+    b = build_briefing(
+        store, "a", token_budget=200, token_counter=superlinear, doubts_over_budget="count"
+    )
+    assert b.tokens <= 200 and "## Unconfirmed calls" in b.text
 
 
 def test_at_the_smallest_budget_the_most_important_parts_survive(store: RecallStore) -> None:
@@ -381,11 +392,14 @@ def test_in_doubt_calls_over_budget_are_shortened_not_dropped(store: RecallStore
 
 
 def test_a_budget_too_small_for_the_calls_in_doubt_is_refused_naming_one_that_fits(
-    store: RecallStore,
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = _long_doubts(store, "a", 40)
+    store.record("a", [m for i in range(20) for m in _exchange(i)])
+    pages = _rows_read(store, monkeypatch)
     with pytest.raises(RecallError) as err:
         store.briefing("a", token_budget=600)
+    assert pages == []  # refused as soon as the calls are placed, before any turn is read
     fit = err.value.details["token_budget"]
     assert err.value.code == "invalid_value" and f"give at least {fit} tokens" in str(err.value)
     b = store.briefing("a", token_budget=fit)
@@ -415,6 +429,29 @@ def test_too_many_calls_in_doubt_for_the_default_budget_are_counted_not_refused(
         )
         text = str(out[0].content)
         assert _tokens(text) <= budget and "more unconfirmed call(s)" in text
+
+
+def test_calls_in_doubt_trimmed_for_a_non_additive_counter_are_still_counted(
+    store: RecallStore,
+) -> None:
+    # A counter whose per-line costs undercount the whole (each line rounded down) leaves the
+    # final trim to take lines off: calls in doubt it takes are counted, never hidden, and a
+    # budget given that cannot hold them all is refused instead.
+    ids = _long_doubts(store, "a", 200)
+
+    def floors(messages: list) -> int:
+        return sum(len(str(m.content)) for m in messages) // 3 + 5
+
+    b = store.briefing("a", token_budget=3800, token_counter=floors, doubts_over_budget="count")
+    listed = sum(f"[action {i}]" in b.text for i in ids)
+    assert b.tokens <= 3800 and 0 < listed < 200
+    assert f"… and {200 - listed} more unconfirmed call(s)" in b.text
+    with pytest.raises(RecallError) as err:
+        store.briefing("a", token_budget=3800, token_counter=floors)
+    assert err.value.code == "invalid_value"
+    fit = err.value.details["token_budget"]
+    b = store.briefing("a", token_budget=fit, token_counter=floors)
+    assert b.tokens <= fit and all(f"[action {i}]" in b.text for i in ids)
 
 
 def test_a_working_state_over_budget_is_shortened_and_says_so(store: RecallStore) -> None:
