@@ -248,6 +248,14 @@ MUTATIONS = [
         ("tests/test_briefing.py::-k::non_additive_counter_are",),
     ),
     Mutation(
+        "block_outputs_text_only",
+        "recording: a long block result with an image is kept whole, not as its text",
+        "langgraph_recall/store/_transcript.py",
+        '    if message.type != "tool" or not all(map(_plain_text_block, content)):\n',
+        '    if message.type != "tool":\n',
+        ("tests/test_briefing.py::-k::more_than_text",),
+    ),
+    Mutation(
         "turn_shortened",
         "briefing: a turn over what is left of the budget is shortened, not dropped",
         "langgraph_recall/_briefing_turns.py",

@@ -145,6 +145,17 @@ def test_large_content_block_results_are_references_like_string_ones(store: Reca
     assert f'fetch_output(ref="{turn.output_ref}")' in text
 
 
+def test_a_long_block_result_holding_more_than_text_is_kept_whole(store: RecallStore) -> None:
+    # Stored as an output, a result keeps only the text of its blocks: an image (a browser
+    # tool's screenshot) beside a long text was lost from the records, which are append-only.
+    big = "RESULT " + "x" * (store.output_threshold + 100)
+    image = {"type": "image", "source_type": "base64", "data": "iVBORw0K", "mime_type": "image/png"}
+    blocks = [{"type": "text", "text": big}, image]
+    store.record("a", [ToolMessage(blocks, tool_call_id="c1", name="shot", id="t1")])
+    (turn,) = store.turns("a")
+    assert turn.output_ref is None and turn.message.content == blocks
+
+
 def test_a_long_tool_call_turn_over_budget_is_shortened_not_dropped(store: RecallStore) -> None:
     calls = [_call("lookup", f"c{i}", q=f"query number {i} " + "q" * 30) for i in range(30)]
     store.record("a", [HumanMessage("start", id="h0"), AIMessage("", tool_calls=calls, id="a1")])

@@ -154,7 +154,8 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
                 ``sweep_interval_minutes``).
             output_threshold: turns and results longer than this many characters are stored
                 whole as outputs and referenced by id from the briefing (a tool result given
-                as content blocks counts, and is stored, as the text of its blocks).
+                as text blocks counts, and is stored, as their text; one holding an image or
+                another non-text block stays whole in its turn).
             durability: what a commit of langgraph-recall's (records, leases, and the
                 checkpoints of ``store.checkpointer()``) survives once it returns.
                 ``"process"``: any process of the application being killed. SQLite: WAL with

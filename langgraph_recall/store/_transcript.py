@@ -52,10 +52,22 @@ def output_text(message: BaseMessage, output_threshold: int) -> str | None:
     content = message.content
     if isinstance(content, str):
         return content if len(content) > output_threshold else None
-    if message.type != "tool":
+    if message.type != "tool" or not all(map(_plain_text_block, content)):
+        # Blocks beside text (an image, a file) are not text: kept in the turn as they are, or
+        # the output (its text alone) would be all the records hold of them.
         return None
     text = content_text(content)
     return text if len(text) > output_threshold else None
+
+
+def _plain_text_block(block: Any) -> bool:
+    """A string, or a text block holding nothing but its text (its text is all of it)."""
+    if isinstance(block, str):
+        return True
+    return isinstance(block, dict) and block.get("type") == "text" and set(block) <= _TEXT_KEYS
+
+
+_TEXT_KEYS = frozenset({"type", "text", "id"})
 
 
 def message_id(message: BaseMessage, thread_id: str | None, position: int) -> str:
