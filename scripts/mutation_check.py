@@ -256,6 +256,14 @@ MUTATIONS = [
         ("tests/test_briefing.py::-k::more_than_text",),
     ),
     Mutation(
+        "middleware_count_doubts",
+        "middleware: the briefing on each model call counts calls in doubt over budget, never refuses",
+        "langgraph_recall/_middleware.py",
+        '            **{"doubts_over_budget": "count", **self.briefing_options},\n',
+        "            **self.briefing_options,\n",
+        ("tests/test_middleware.py::-k::do_not_fail_the_run",),
+    ),
+    Mutation(
         "turn_shortened",
         "briefing: a turn over what is left of the budget is shortened, not dropped",
         "langgraph_recall/_briefing_turns.py",

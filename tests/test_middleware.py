@@ -63,6 +63,29 @@ def test_the_briefing_joins_the_system_prompt_and_is_never_stored(
     assert [t.msg_id for t in store.turns("billing")] == [m.id for m in out["messages"]]
 
 
+def test_too_many_calls_in_doubt_for_its_budget_do_not_fail_the_run(
+    store: RecallStore, tmp_path: Any
+) -> None:
+    # Built on every model call: a budget that cannot list every call in doubt lists what fits
+    # and counts the rest; a refusal would fail each run until every call was resolved.
+    for i in range(60):
+        store.claim(
+            "billing", f"act-{i}", tool="work", args={"n": i, "x": "y" * 80}, args_digest=f"d{i}"
+        )
+    model = TaskModel()
+    agent = create_agent(
+        model,
+        task_tools(str(tmp_path) + "/e.txt"),
+        middleware=[
+            RecallMiddleware(classes={"work": "external", "check": "pure"}, token_budget=600)
+        ],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
+    agent.invoke({"messages": [HumanMessage("TASK-0: go.")]}, config("t1", "billing"))
+    assert "more unconfirmed call(s)" in str(model.seen[0][0].content)
+
+
 def test_a_system_prompt_of_content_blocks_keeps_its_blocks_first(store: RecallStore) -> None:
     model = ScriptedChatModel([reply("ok")])
     prompt = SystemMessage(
