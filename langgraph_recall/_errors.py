@@ -26,6 +26,7 @@ convenience. ``RecallError.for_code(code)`` returns the class used for a code.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, ClassVar
 
 from langgraph.store.base import InvalidNamespaceError
@@ -93,6 +94,15 @@ class InDoubt(RecallError):
     """A side-effecting call started and never reported back: it may or may not have happened."""
 
     default_code = "in_doubt"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message, code=code, **details)
+        # Raised by the tool of a durable call, it must reach the durable wrapper whatever the
+        # tool node's handle_tool_errors says (``tools._bound.pass_through``). Not imported:
+        # without that module loaded no durable call can be running.
+        bound = sys.modules.get("langgraph_recall.tools._bound")
+        if bound is not None:
+            bound.pass_through(self)
 
 
 class ApprovalRequired(RecallError):

@@ -70,6 +70,14 @@ MUTATIONS = [
         ("tests/test_tools_in_doubt.py::-k::shown_to_the_resolver_in_the_same_run",),
     ),
     Mutation(
+        "in_doubt_passes_tool_errors",
+        "a tool's InDoubt reaches the durable wrapper under handle_tool_errors=True (not failed)",
+        "langgraph_recall/tools/_bound.py",
+        "        setattr(error, _INVALID_RESUME, True)\n",
+        "        pass\n",
+        ("tests/test_tools_in_doubt.py::-k::with_handle_tool_errors",),
+    ),
+    Mutation(
         "diff_unknown_agent",
         "diff of an agent with no records raises unknown_agent, not an empty run that matches",
         "langgraph_recall/_diff.py",

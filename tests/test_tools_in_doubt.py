@@ -87,3 +87,38 @@ def test_a_tool_raising_in_doubt_is_shown_to_the_resolver_in_the_same_run(
         assert told.content == "charged o-1" and (action.status, action.attempt) == ("done", 2)
         keys = {e["key"] for e in read_effects(effects)}
         assert keys == {action.action_id} and len(read_effects(effects)) == 2
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_in_doubt_stays_in_doubt_with_handle_tool_errors(
+    store: Any, saver: Any, tmp_path: Any, use_async: bool
+) -> None:
+    # handle_tool_errors=True made ToolNode answer the tool's InDoubt as an error message
+    # ("Please fix your mistakes"): the call was recorded failed, a charge that may have gone
+    # through read as not made, and the resolver was never asked.
+    effects = str(tmp_path / "charges")
+    asked: list[str] = []
+
+    @tool
+    def charge(order: str, key: IdempotencyKey) -> str:
+        """Charge an order."""
+        record_effect(effects, order=order, key=key)
+        raise InDoubt("the payment API closed the connection before answering")
+
+    def cannot_tell(action: Any) -> None:
+        asked.append(action.tool)
+        return None
+
+    node = DurableToolNode(
+        [charge], classes={"charge": "external"}, resolver=cannot_tell, handle_tool_errors=True
+    )
+    script = [reply("", call("charge", order="o-1")), reply("done")]
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+    agent = f"a-doubt-hte-{use_async}"
+    config = {"configurable": {"thread_id": agent}}
+    inputs = {"messages": [HumanMessage("charge o-1", id="h-1")]}
+    out = asyncio.run(graph.ainvoke(inputs, config)) if use_async else graph.invoke(inputs, config)
+    [told] = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert "unknown" in str(told.content).lower() and "fix your mistakes" not in str(told.content)
+    assert asked == ["charge"]
+    assert [a.status for a in store.actions(agent)] == ["open"]

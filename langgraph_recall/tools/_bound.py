@@ -18,6 +18,11 @@ import contextvars
 from collections.abc import Mapping
 from typing import Any
 
+try:  # pragma: no cover - the mark's name differs across langgraph versions
+    from langgraph.errors import _INVALID_RESUME
+except ImportError:  # pragma: no cover
+    _INVALID_RESUME = "_langgraph_invalid_resume"
+
 from .._errors import ApprovalMismatch, RecallError
 from ._canonical import args_digest, canonical_args, given_text
 
@@ -102,6 +107,20 @@ def set_bound(bound: BoundCall | None) -> contextvars.Token[BoundCall | None]:
 
 def reset_bound(token: contextvars.Token[BoundCall | None]) -> None:
     _current.reset(token)
+
+
+def pass_through(error: BaseException) -> None:
+    """Mark an ``InDoubt`` raised while a durable call runs so that ToolNode never answers it.
+
+    With ``handle_tool_errors=True`` (or any setting that covers it) ToolNode made an error
+    answer of it ("Please fix your mistakes"): the durable wrapper recorded the call failed, a
+    charge that may have gone through read as not made, and the resolver was never asked. The
+    mark is LangGraph's for an error no ``handle_tool_errors`` setting handles (given to a
+    resume that does not fit its interrupt, as ``_approval`` does); the wrapper catches the
+    ``InDoubt`` itself, so the mark goes no further.
+    """
+    if _current.get() is not None:
+        setattr(error, _INVALID_RESUME, True)
 
 
 def _model_keys(schema: Any) -> frozenset[str] | None:
