@@ -122,3 +122,35 @@ def test_in_doubt_stays_in_doubt_with_handle_tool_errors(
     assert "unknown" in str(told.content).lower() and "fix your mistakes" not in str(told.content)
     assert asked == ["charge"]
     assert [a.status for a in store.actions(agent)] == ["open"]
+
+
+def test_an_approved_call_the_resolver_finds_not_done_is_not_run_again(
+    store: Any, saver: Any, tmp_path: Any
+) -> None:
+    # "not done" runs a call again at once, but not an approved one: its approval went with
+    # the attempt (one approval, one execution), and the model is told to call it again.
+    from langgraph.types import Command
+
+    effects = str(tmp_path / "pays")
+
+    @tool
+    def pay(amount: int, to: str, key: IdempotencyKey) -> str:
+        """Pay someone."""
+        record_effect(effects, amount=amount, key=key)
+        raise InDoubt("the bank closed the connection before answering")
+
+    def bank(action: Any) -> ActionEnd:
+        return ActionEnd("not_done", resolution="no such payment at the bank")
+
+    node = DurableToolNode([pay], classes={"pay": "external"}, approve=("pay",), resolver=bank)
+    script = [reply("", call("pay", amount=10, to="alice")), reply("done")]
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+    config = {"configurable": {"thread_id": "gated-not-done"}}
+    graph.invoke({"messages": [HumanMessage("pay alice 10", id="h-1")]}, config)
+    out = graph.invoke(Command(resume={"type": "approve"}), config)
+    [told] = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(read_effects(effects)) == 1
+    assert "no such payment at the bank" in str(told.content)
+    assert "call the tool again" in str(told.content)
+    [action] = store.actions("gated-not-done")
+    assert (action.status, action.attempt) == ("not_done", 1)
