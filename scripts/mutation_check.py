@@ -78,6 +78,14 @@ MUTATIONS = [
         ("tests/test_tools_in_doubt.py::-k::with_handle_tool_errors",),
     ),
     Mutation(
+        "undo_tool_args_checked",
+        "a LangChain tool given as an undo is checked against the original arguments first",
+        "langgraph_recall/tools/_undo.py",
+        "        _check_tool_args(fn, name, action, args)\n",
+        "        pass\n",
+        ("tests/test_tools_undo.py::-k::bad_undo_function_is_refused",),
+    ),
+    Mutation(
         "diff_unknown_agent",
         "diff of an agent with no records raises unknown_agent, not an empty run that matches",
         "langgraph_recall/_diff.py",

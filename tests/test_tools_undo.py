@@ -186,7 +186,7 @@ def test_an_undo_for_a_pure_tool_is_refused_when_the_node_is_built() -> None:
     DurableToolNode([lookup], classes={"lookup": "external"}, undo={"lookup": unlookup})
 
 
-@pytest.mark.parametrize("flaw", ["signature", "async"])
+@pytest.mark.parametrize("flaw", ["signature", "async", "tool"])
 def test_a_bad_undo_function_is_refused_before_anything_is_recorded(
     store: Any, saver: Any, flaw: str
 ) -> None:
@@ -203,7 +203,13 @@ def test_a_bad_undo_function_is_refused_before_anything_is_recorded(
     async def async_unnote(text: str) -> None:
         called.append("async")
 
-    bad = wrong_args if flaw == "signature" else async_unnote
+    @tool
+    def wrong_tool(body: str) -> str:
+        """Remove a note (a LangChain tool taking other arguments than note's)."""
+        called.append("tool")
+        return "removed"
+
+    bad = {"signature": wrong_args, "async": async_unnote, "tool": wrong_tool}[flaw]
     # The note is older than two of the charges: they were refunded before the bad function
     # was met, and the bad undo itself was recorded as failed (never to run again once fixed).
     with pytest.raises(RecallError) as err:
@@ -212,6 +218,8 @@ def test_a_bad_undo_function_is_refused_before_anything_is_recorded(
     message = str(err.value)
     assert "note" in message and "Nothing was undone or recorded" in message
     assert ("async" in message) if flaw == "async" else ("(text)" in message)
+    if flaw == "tool":  # what the tool could not take, not only what it had to
+        assert "body" in message
     assert called == [] and refunds == []
     assert not [a for a in store.actions("bad-undo") if a.tool.startswith("undo:")]
 
@@ -432,3 +440,21 @@ def test_a_killed_undo_blocks_undo_until_its_lease_expires(
     report = store.undo("killed", undo={"charge": _refund_to(refunds)})
     assert report.stopped_at == undo_action_id(charges[1]) and report.undone == []
     assert refunds == []
+
+
+def test_a_langchain_tool_given_to_undo_runs_as_the_node_would_run_it(
+    store: Any, saver: Any
+) -> None:
+    # DurableToolNode(undo=...) takes a LangChain tool; the same dict given to store.undo by a
+    # new process was refused ("must map a tool name to a function": a tool is not callable).
+    _charging_agent(store, saver, "tool-undo", [], charges=2)
+    refunded: list[str] = []
+
+    @tool
+    def refund(amount: Decimal, customer: str) -> str:
+        """Refund a charge."""
+        refunded.append(f"{customer}:{amount}")
+        return "refunded"
+
+    report = store.undo("tool-undo", undo={"charge": refund})
+    assert refunded == ["c1:2.50", "c0:1.50"] and len(report.undone) == 2

@@ -339,7 +339,9 @@ def _load_undo(spec: str) -> dict[str, Callable[..., Any]]:
     except (ImportError, AttributeError) as exc:
         _fail(f"cannot load undo functions from {spec}: {exc}", code=2)
         raise
-    if not isinstance(found, dict) or not all(callable(f) for f in found.values()):
+    from ..tools._undo import is_undo_function
+
+    if not isinstance(found, dict) or not all(is_undo_function(f) for f in found.values()):
         _fail(f"{spec} must be a dict of tool name to undo function", code=2)
     return dict(found)
 

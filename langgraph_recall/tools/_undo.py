@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from .._errors import InDoubt, LeaseHeld, LeaseLost, RecallError
 from ..checkpoint._lease import HeldLease, LeaseKeeper, new_holder_id
 from ..store import Action, RecallStore, UndoReport
@@ -53,9 +55,10 @@ def run_undo(
     while another holder has it; ``LeaseLost`` once another took it over mid-way)."""
     registry = {**store._undo_registry, **(undo or {})}
     for name, given in (undo or {}).items():
-        if not callable(given):
+        if not is_undo_function(given):
             raise RecallError(
-                f"undo={{{name!r}: ...}} must map a tool name to a function, got {given!r}",
+                f"undo={{{name!r}: ...}} must map a tool name to a function (or a LangChain "
+                f"tool), got {given!r}",
                 code="invalid_value",
             )
     # Without the lease, an undo ran beside a run of the agent (refunding a charge it was
@@ -68,6 +71,16 @@ def run_undo(
         return _run(store, agent_id, registry, keeper, held.epoch)
     finally:
         keeper.close()  # gives the lease back (unless it was lost) and stops its renewals
+
+
+def is_undo_function(fn: Any) -> bool:
+    """A function, or a LangChain tool (not callable itself: it runs with ``invoke``). The
+    node's ``undo=`` takes either, so the same dict given to ``store.undo`` must too."""
+    return callable(fn) or _is_tool(fn)
+
+
+def _is_tool(fn: Any) -> bool:
+    return hasattr(fn, "invoke") and hasattr(fn, "name")
 
 
 def _take_lease(keeper: LeaseKeeper, agent_id: str) -> HeldLease:
@@ -232,9 +245,10 @@ def _prepare(fn: Callable[..., Any], action: Action) -> _UndoCall:
     """The undo of ``action`` by ``fn``, or ``invalid_value`` saying what ``fn`` must look like."""
     args = dict(action.args) if isinstance(action.args, dict) else {}
     name = getattr(fn, "name", None) or getattr(fn, "__qualname__", None) or repr(fn)
-    if hasattr(fn, "invoke") and hasattr(fn, "name"):  # a LangChain tool
+    if _is_tool(fn):  # a LangChain tool
         if getattr(fn, "func", True) is None:
             raise _async_refused(name, action)
+        _check_tool_args(fn, name, action, args)
         return _UndoCall(fn, action, args, frozenset(), is_tool=True)
     call = type(fn).__call__ if not inspect.isroutine(fn) else None  # an object with __call__
     if inspect.iscoroutinefunction(fn) or (call is not None and inspect.iscoroutinefunction(call)):
@@ -260,6 +274,30 @@ def _prepare(fn: Callable[..., Any], action: Action) -> _UndoCall:
             tool=action.tool,
         ) from None
     return _UndoCall(fn, action, args, extras, is_tool=False)
+
+
+def _check_tool_args(fn: Any, name: str, action: Action, args: dict[str, Any]) -> None:
+    """A tool's schema must take the original arguments: found only when its undo ran, it was
+    recorded failed, never to run again once fixed."""
+    schema = getattr(fn, "args_schema", None)
+    validate = getattr(schema, "model_validate", None) if isinstance(schema, type) else None
+    if validate is None:
+        return  # a JSON schema or none: the tool itself says what is wrong when it runs
+    try:
+        validate(args)
+    except ValidationError as exc:
+        wanted = ", ".join(sorted(args)) or "no arguments"
+        raise RecallError(
+            f"the undo tool {name!r} for {action.tool} cannot take the original arguments of "
+            f"{action.tool} (action {action.action_id}): "
+            f"{exc.error_count()} error(s): "
+            + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            + f". Its arguments must be those of {action.tool} ({wanted}). Nothing was undone "
+            "or recorded; fix it and run undo again.",
+            code="invalid_value",
+            action_id=action.action_id,
+            tool=action.tool,
+        ) from None
 
 
 def _async_refused(name: str, action: Action) -> RecallError:
