@@ -86,6 +86,14 @@ MUTATIONS = [
         ("tests/test_tools_undo.py::-k::bad_undo_function_is_refused",),
     ),
     Mutation(
+        "undo_frees_stale_run",
+        "undo right after a run LangGraph refused (its lease taken) gives that lease back first",
+        "langgraph_recall/tools/_undo.py",
+        "        checkpointer._free_stale(agent_id, entry)\n",
+        "        pass\n",
+        ("tests/test_tools_undo.py::-k::langgraph_refused",),
+    ),
+    Mutation(
         "diff_unknown_agent",
         "diff of an agent with no records raises unknown_agent, not an empty run that matches",
         "langgraph_recall/_diff.py",

@@ -458,3 +458,35 @@ def test_a_langchain_tool_given_to_undo_runs_as_the_node_would_run_it(
 
     report = store.undo("tool-undo", undo={"charge": refund})
     assert refunded == ["c1:2.50", "c0:1.50"] and len(report.undone) == 2
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_undo_right_after_a_run_langgraph_refused_is_not_lease_held(
+    store: Any, saver: Any, tmp_path: Path, use_async: bool
+) -> None:
+    # Command(resume=None) at an approval fails inside LangGraph after the run took the lease.
+    # The agent's next run gives that lease back itself; undo, right after, in the same
+    # process, was refused with lease_held "a run of the agent..." by a run that never ran.
+    import asyncio
+
+    from fix_tools import pay_graph
+    from langgraph.types import Command
+
+    graph = pay_graph(store, saver, str(tmp_path / "effects"))
+    config = {"configurable": {"thread_id": "refused-run"}}
+    inputs = {"messages": [HumanMessage("pay alice 10")]}
+
+    async def main() -> Any:
+        await graph.ainvoke(inputs, config)
+        with pytest.raises(Exception):  # noqa: B017 - LangGraph's own error, not ours
+            await graph.ainvoke(Command(resume=None), config)
+        return await store.aundo("refused-run")
+
+    if use_async:
+        report = asyncio.run(main())
+    else:
+        graph.invoke(inputs, config)
+        with pytest.raises(Exception):  # noqa: B017 - LangGraph's own error, not ours
+            graph.invoke(Command(resume=None), config)
+        report = store.undo("refused-run")
+    assert report.undone == [] and report.stopped_at is None

@@ -266,17 +266,7 @@ class RunLifecycle:
         runtime = conf[CONFIG_KEY_RUNTIME]
         agent_id, thread_id = agent_id_of(config), str(thread_id_of(config))
         control = loop.control if loop is not None else getattr(runtime, "control", None)
-        # A run of this agent whose loop failed to enter still holds the slot: end it first,
-        # or this run would be refused (lease_held) by a run that is not running.
-        self.reap(agent_id, entry)
-        with self.lock:
-            ending = self.ending.get(agent_id)
-        if ending is not None:
-            # The agent's previous run here is over and being ended on another thread (after
-            # its loop failed to enter, the collected loop's finalizer ends it on a thread of
-            # its own): its release is moments away. Taking the lease before it was refused
-            # with lease_held, by a run that no longer runs.
-            ending.released.wait(max(30.0, self.keeper.ttl))
+        self.free_stale(agent_id, entry)
         lease = self.keeper.acquire(agent_id, control, wait)
         try:
             turn_id = turn_id_of(config)
@@ -449,6 +439,21 @@ class RunLifecycle:
         if entry.moved_on(now):
             return True
         return time.monotonic() - entry.since > min(ENTRY_GRACE, self.keeper.ttl)
+
+    def free_stale(self, agent_id: str, entry: Entry | None) -> None:
+        """Give back the agent's lease if a run of it here is over but still holds it: before
+        this process acts for the agent again (a run, ``store.undo``). ``entry``: who asks."""
+        # A run of this agent whose loop failed to enter still holds the slot: end it first,
+        # or the caller would be refused (lease_held) by a run that is not running.
+        self.reap(agent_id, entry)
+        with self.lock:
+            ending = self.ending.get(agent_id)
+        if ending is not None:
+            # The agent's previous run here is over and being ended on another thread (after
+            # its loop failed to enter, the collected loop's finalizer ends it on a thread of
+            # its own): its release is moments away. Taking the lease before it was refused
+            # with lease_held, by a run that no longer runs.
+            ending.released.wait(max(30.0, self.keeper.ttl))
 
     def reap(self, agent_id: str | None = None, now: Entry | None = None) -> set[str]:
         """End the runs (of ``agent_id``, or all) whose loop failed to enter; their agents."""

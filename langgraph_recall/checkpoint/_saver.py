@@ -515,6 +515,13 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
         """The claim of ``action_id`` written ahead by this process's run, handed over once."""
         return take(self._shared.runs.run_of(agent_id), action_id)
 
+    def _free_stale(self, agent_id: str, entry: Any) -> None:
+        """Give back the lease a run of ``agent_id`` here holds though it is over (its LangGraph
+        loop failed to enter): ``store.undo`` calls it before it takes the agent's lease, as
+        the agent's next run does (``RunLifecycle.free_stale``)."""
+        if not self._shared.keeper.closed:
+            self._shared.runs.free_stale(agent_id, entry)
+
     def current_epoch(self, agent_id: str) -> int | None:
         """The lease epoch this process holds for ``agent_id`` (None if it holds none).
 

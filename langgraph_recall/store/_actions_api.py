@@ -208,9 +208,11 @@ class ActionsAPI(StoreBase):
         at most ``lease_ttl`` seconds); nothing is undone then. ``LeaseLost`` if another holder
         took it over mid-way: what was undone before is recorded, no further undo starts.
         """
+        from ..checkpoint._runs import Entry
         from ..tools._undo import run_undo
 
-        return run_undo(cast("RecallStore", self), agent_id, undo, lease_ttl=lease_ttl)
+        store = cast("RecallStore", self)
+        return run_undo(store, agent_id, undo, lease_ttl=lease_ttl, entry=Entry.here())
 
     async def aundo(
         self,
@@ -221,7 +223,14 @@ class ActionsAPI(StoreBase):
     ) -> UndoReport:
         """Async twin of ``undo``: the same walk, newest first, under the agent's lease, in a
         worker thread."""
-        return await self._run(self.undo, agent_id, undo, lease_ttl=lease_ttl)
+        from ..checkpoint._runs import Entry
+        from ..tools._undo import run_undo
+
+        store = cast("RecallStore", self)
+        # Who calls is this task (a run it started and LangGraph refused gives its lease back).
+        return await self._run(
+            run_undo, store, agent_id, undo, lease_ttl=lease_ttl, entry=Entry.here()
+        )
 
     # --- approvals -------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from .._errors import InDoubt, LeaseHeld, LeaseLost, RecallError
 from ..checkpoint._lease import HeldLease, LeaseKeeper, new_holder_id
+from ..checkpoint._runs import Entry
 from ..store import Action, RecallStore, UndoReport
 from ..store._codec import dumps_typed
 from ._canonical import args_digest
@@ -47,12 +48,15 @@ def run_undo(
     undo: Mapping[str, Callable[..., Any]] | None = None,
     *,
     lease_ttl: float = DEFAULT_LEASE_TTL,
+    entry: Entry | None = None,
 ) -> UndoReport:
     """Reverse the agent's done actions newest first; see the module docstring. ``undo``: undo
     functions by tool name, beside those the store knows from nodes that ran in this process.
 
     Runs under the agent's lease, the one ``RecallCheckpointer`` takes for a run (``LeaseHeld``
-    while another holder has it; ``LeaseLost`` once another took it over mid-way)."""
+    while another holder has it; ``LeaseLost`` once another took it over mid-way). ``entry``:
+    who called (``Entry.here()`` in the caller's thread or task), so that a run of the agent it
+    started, which LangGraph refused after the lease was taken, gives the lease back first."""
     registry = {**store._undo_registry, **(undo or {})}
     for name, given in (undo or {}).items():
         if not is_undo_function(given):
@@ -66,6 +70,11 @@ def run_undo(
     # read it as in doubt and stopped, or an undo killed mid-way was resolved by a person
     # while a second one was still running it.
     keeper = LeaseKeeper(store, holder=new_holder_id(), ttl=lease_ttl, wait=0.0, fenced=False)
+    # A run of the agent in this process that LangGraph refused after it took the lease
+    # (Command(resume=None) at an approval) holds it until the agent's next run gives it back:
+    # undo, right after, was refused with lease_held by a run that never ran.
+    for checkpointer in list(store._checkpointers):
+        checkpointer._free_stale(agent_id, entry)
     try:
         held = _take_lease(keeper, agent_id)
         return _run(store, agent_id, registry, keeper, held.epoch)
