@@ -94,6 +94,14 @@ MUTATIONS = [
         ("tests/test_tools_undo.py::-k::langgraph_refused",),
     ),
     Mutation(
+        "undo_held_here_named",
+        "undo refused by a run of this very process says so, and what to do (not 'another')",
+        "langgraph_recall/tools/_undo.py",
+        "            cp.holder == holder and cp._shared.keeper.is_busy(agent_id)\n",
+        "            False\n",
+        ("tests/test_tools_undo.py::-k::says_the_run_here_holds_it",),
+    ),
+    Mutation(
         "diff_unknown_agent",
         "diff of an agent with no records raises unknown_agent, not an empty run that matches",
         "langgraph_recall/_diff.py",

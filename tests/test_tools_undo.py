@@ -490,3 +490,34 @@ def test_undo_right_after_a_run_langgraph_refused_is_not_lease_held(
             graph.invoke(Command(resume=None), config)
         report = store.undo("refused-run")
     assert report.undone == [] and report.stopped_at is None
+
+
+def test_undo_inside_a_run_of_the_agent_says_the_run_here_holds_it(store: Any, saver: Any) -> None:
+    # Called from a tool of the agent's own run (or while a graph.stream() of it is not read
+    # to the end) undo is refused; it said "a run of the agent, another undo, or one that was
+    # killed", and a person looked for another process that was not there.
+    _charging_agent(store, saver, "inside", [], charges=1)
+    seen: list[str] = []
+
+    @tool
+    def roll_back() -> str:
+        """Undo what the agent did."""
+        try:
+            store.undo("inside", undo={"charge": _refund_to([])})
+        except LeaseHeld as exc:
+            seen.append(str(exc))
+        return "tried"
+
+    node = DurableToolNode([roll_back], classes={"roll_back": "pure"})
+    graph = build_graph(
+        node, [reply("", call("roll_back")), reply("done")], store=store, checkpointer=saver
+    )
+    graph.invoke(
+        {"messages": [HumanMessage("roll back")]},
+        {"configurable": {"thread_id": "inside-2", "agent_id": "inside"}},
+    )
+    [message] = seen
+    assert "this process" in message and "inside" in message
+    assert "graph.stream" in message and "once the run has returned" in message
+    # After the run, it works.
+    assert len(store.undo("inside", undo={"charge": _refund_to([])}).undone) == 1

@@ -76,7 +76,7 @@ def run_undo(
     for checkpointer in list(store._checkpointers):
         checkpointer._free_stale(agent_id, entry)
     try:
-        held = _take_lease(keeper, agent_id)
+        held = _take_lease(store, keeper, agent_id)
         return _run(store, agent_id, registry, keeper, held.epoch)
     finally:
         keeper.close()  # gives the lease back (unless it was lost) and stops its renewals
@@ -92,10 +92,24 @@ def _is_tool(fn: Any) -> bool:
     return hasattr(fn, "invoke") and hasattr(fn, "name")
 
 
-def _take_lease(keeper: LeaseKeeper, agent_id: str) -> HeldLease:
+def _take_lease(store: RecallStore, keeper: LeaseKeeper, agent_id: str) -> HeldLease:
     try:
         return keeper.acquire(agent_id)
     except LeaseHeld as exc:
+        holder = exc.details.get("holder")
+        if any(
+            cp.holder == holder and cp._shared.keeper.is_busy(agent_id)
+            for cp in list(store._checkpointers)
+        ):
+            # A run of this very process: no other process to look for, nothing to wait out.
+            raise LeaseHeld(
+                f"cannot undo agent {agent_id!r} now: a run of it in this process (checkpointer "
+                f"{holder}) holds its lease and is still going. undo cannot run inside that run "
+                "(from one of its tools or nodes), nor while a graph.stream()/astream() of it "
+                "has not been read to the end or closed. Nothing was undone or recorded; call "
+                "undo once the run has returned.",
+                **exc.details,
+            ) from None
         expires_at = exc.details.get("expires_at")
         left = "" if expires_at is None else f", for {max(0.0, expires_at - time.time()):.1f}s more"
         raise LeaseHeld(
