@@ -102,6 +102,14 @@ MUTATIONS = [
         ("tests/test_tools_undo.py::-k::says_the_run_here_holds_it",),
     ),
     Mutation(
+        "async_resolver_under_invoke",
+        "an async resolver is run to its end under invoke, not refused (failing the whole run)",
+        "langgraph_recall/tools/_drive.py",
+        "        if inspect.iscoroutine(found):\n",
+        "        if False:\n",
+        ("tests/test_tools_in_doubt.py::-k::async_resolver_settles",),
+    ),
+    Mutation(
         "diff_unknown_agent",
         "diff of an agent with no records raises unknown_agent, not an empty run that matches",
         "langgraph_recall/_diff.py",
@@ -1576,8 +1584,8 @@ MUTATIONS = [
         "a resolver that raises leaves the call in doubt",
         "langgraph_recall/tools/_drive.py",
         "        except Exception as exc:\n            return _resolver_failed(step, exc)\n"
-        "        if inspect.isawaitable(found):\n",
-        "        except Exception as exc:\n            raise\n        if inspect.isawaitable(found):\n",
+        "        if inspect.iscoroutine(found):\n",
+        "        except Exception as exc:\n            raise\n        if inspect.iscoroutine(found):\n",
         ("tests/test_tools_calls.py::-k::resolver_that_raises and sync",),
     ),
     Mutation(

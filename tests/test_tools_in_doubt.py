@@ -154,3 +154,32 @@ def test_an_approved_call_the_resolver_finds_not_done_is_not_run_again(
     assert "call the tool again" in str(told.content)
     [action] = store.actions("gated-not-done")
     assert (action.status, action.attempt) == ("not_done", 1)
+
+
+def test_an_async_resolver_settles_a_tool_in_doubt_under_invoke(
+    store: Any, saver: Any, tmp_path: Any
+) -> None:
+    # The resolver may be sync or async. Under invoke an async one failed the whole run
+    # ("the resolver is async but the graph runs synchronously") as soon as a tool raised
+    # InDoubt, which before it was asked at once only reached the model as "unknown".
+    effects = str(tmp_path / "charges")
+
+    @tool
+    def charge(order: str, key: IdempotencyKey) -> str:
+        """Charge an order."""
+        record_effect(effects, order=order, key=key)
+        raise InDoubt("the payment API closed the connection before answering")
+
+    async def check_ledger(action: Any) -> ActionEnd:
+        await asyncio.sleep(0)
+        return ActionEnd("done", result="charge ch_1 found", resolution="looked it up by key")
+
+    node = DurableToolNode([charge], classes={"charge": "external"}, resolver=check_ledger)
+    script = [reply("", call("charge", order="o-1")), reply("done")]
+    graph = build_graph(node, script, store=store, checkpointer=saver)
+    config = {"configurable": {"thread_id": "async-resolver"}}
+    out = graph.invoke({"messages": [HumanMessage("charge o-1", id="h-1")]}, config)
+    [told] = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert told.content == "charge ch_1 found" and len(read_effects(effects)) == 1
+    [action] = store.actions("async-resolver")
+    assert (action.status, action.resolved_by) == ("done", "resolver")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import threading
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -131,6 +132,15 @@ def _do_sync(step: Step) -> Any:
             raise  # an interrupt() asking a person: LangGraph's to handle
         except Exception as exc:
             return _resolver_failed(step, exc)
+        if inspect.iscoroutine(found):
+            # An async resolver under invoke: run it to its end on an event loop of its own.
+            # Refused, it failed the whole run as soon as a tool raised InDoubt.
+            try:
+                found = _run_coroutine(found)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:
+                return _resolver_failed(step, exc)
         if inspect.isawaitable(found):
             if hasattr(found, "close"):
                 found.close()  # type: ignore[union-attr]
@@ -144,6 +154,29 @@ def _do_sync(step: Step) -> Any:
         return _barrier.wait_sync(step.target, step.timeout)
     step.turns.wait(step.call_id)
     return None
+
+
+def _run_coroutine(coro: Any) -> Any:
+    """``coro``'s result, on a new event loop: in this thread, or, when one runs here already
+    (a Jupyter cell's), in a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # handed back to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="recall-resolver", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 async def _do_async(step: Step) -> Any:
