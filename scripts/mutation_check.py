@@ -81,7 +81,7 @@ MUTATIONS = [
         "undo_tool_args_checked",
         "a LangChain tool given as an undo is checked against the original arguments first",
         "langgraph_recall/tools/_undo.py",
-        "        _check_tool_args(fn, name, action, args)\n",
+        "        _check_tool_args(fn, name, action, args, keys)\n",
         "        pass\n",
         ("tests/test_tools_undo.py::-k::bad_undo_function_is_refused",),
     ),
@@ -108,6 +108,14 @@ MUTATIONS = [
         "        if inspect.iscoroutine(found):\n",
         "        if False:\n",
         ("tests/test_tools_in_doubt.py::-k::async_resolver_settles",),
+    ),
+    Mutation(
+        "undo_tool_gets_key",
+        "a LangChain tool given as an undo gets the undo's idempotency key in its key parameters",
+        "langgraph_recall/tools/_undo.py",
+        "        given = {**call.args, **dict.fromkeys(call.extras, IdempotencyKey(key))}\n",
+        "        given = dict(call.args)\n",
+        ("tests/test_tools_undo.py::-k::undos_idempotency_key",),
     ),
     Mutation(
         "diff_unknown_agent",

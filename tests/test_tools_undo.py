@@ -521,3 +521,22 @@ def test_undo_inside_a_run_of_the_agent_says_the_run_here_holds_it(store: Any, s
     assert "graph.stream" in message and "once the run has returned" in message
     # After the run, it works.
     assert len(store.undo("inside", undo={"charge": _refund_to([])}).undone) == 1
+
+
+def test_a_langchain_tool_given_as_undo_gets_the_undos_idempotency_key(
+    store: Any, saver: Any
+) -> None:
+    # A tool taking IdempotencyKey (as the tools it undoes do) was invoked without it: its
+    # undo failed for good ("key: field required"), or, checked first, was refused.
+    _charging_agent(store, saver, "tool-key", [], charges=1)
+    got: list[str] = []
+
+    @tool
+    def refund(amount: Decimal, customer: str, key: IdempotencyKey) -> str:
+        """Refund a charge."""
+        got.append(key)
+        return "refunded"
+
+    report = store.undo("tool-key", undo={"charge": refund})
+    [charge] = [a.action_id for a in store.actions("tool-key") if a.tool == "charge"]
+    assert report.undone == [charge] and got == [undo_action_id(charge)]

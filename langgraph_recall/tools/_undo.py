@@ -20,8 +20,9 @@ import hashlib
 import inspect
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
+from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
 from .._errors import InDoubt, LeaseHeld, LeaseLost, RecallError
@@ -30,7 +31,7 @@ from ..checkpoint._runs import Entry
 from ..store import Action, RecallStore, UndoReport
 from ..store._codec import dumps_typed
 from ._canonical import args_digest
-from ._keys import key_scope
+from ._keys import IdempotencyKey, key_parameters, key_scope
 from ._outcome import whole_result
 
 UNDO_PREFIX = "undo:"
@@ -201,7 +202,8 @@ def _stopped(report: UndoReport, action_id: str) -> UndoReport:
 @dataclasses.dataclass(frozen=True)
 class _UndoCall:
     """One undo, checked: its function, the action it reverses, the original arguments, and
-    which of ``result``/``action``/``idempotency_key`` the function declares."""
+    which of ``result``/``action``/``idempotency_key`` the function declares (for a LangChain
+    tool: its ``IdempotencyKey`` parameters)."""
 
     fn: Callable[..., Any]
     action: Action
@@ -271,8 +273,10 @@ def _prepare(fn: Callable[..., Any], action: Action) -> _UndoCall:
     if _is_tool(fn):  # a LangChain tool
         if getattr(fn, "func", True) is None:
             raise _async_refused(name, action)
-        _check_tool_args(fn, name, action, args)
-        return _UndoCall(fn, action, args, frozenset(), is_tool=True)
+        # Its IdempotencyKey parameters get the undo's own key, as a node's tool gets its call's.
+        keys = frozenset(key_parameters(cast(BaseTool, fn)))
+        _check_tool_args(fn, name, action, args, keys)
+        return _UndoCall(fn, action, args, keys, is_tool=True)
     call = type(fn).__call__ if not inspect.isroutine(fn) else None  # an object with __call__
     if inspect.iscoroutinefunction(fn) or (call is not None and inspect.iscoroutinefunction(call)):
         raise _async_refused(name, action)
@@ -299,7 +303,9 @@ def _prepare(fn: Callable[..., Any], action: Action) -> _UndoCall:
     return _UndoCall(fn, action, args, extras, is_tool=False)
 
 
-def _check_tool_args(fn: Any, name: str, action: Action, args: dict[str, Any]) -> None:
+def _check_tool_args(
+    fn: Any, name: str, action: Action, args: dict[str, Any], keys: frozenset[str]
+) -> None:
     """A tool's schema must take the original arguments: found only when its undo ran, it was
     recorded failed, never to run again once fixed."""
     schema = getattr(fn, "args_schema", None)
@@ -307,7 +313,7 @@ def _check_tool_args(fn: Any, name: str, action: Action, args: dict[str, Any]) -
     if validate is None:
         return  # a JSON schema or none: the tool itself says what is wrong when it runs
     try:
-        validate(args)
+        validate({**args, **dict.fromkeys(keys, IdempotencyKey("key"))})
     except ValidationError as exc:
         wanted = ", ".join(sorted(args)) or "no arguments"
         raise RecallError(
@@ -341,8 +347,9 @@ class _ReturnedAwaitable(Exception):
 
 
 def _invoke(store: RecallStore, call: _UndoCall, *, key: str) -> Any:
-    if call.is_tool:
-        return call.fn.invoke(call.args)  # type: ignore[attr-defined]
+    if call.is_tool:  # ``extras``: its key parameters
+        given = {**call.args, **dict.fromkeys(call.extras, IdempotencyKey(key))}
+        return call.fn.invoke(given)  # type: ignore[attr-defined]
     extras: dict[str, Any] = {}
     for name in call.extras:
         if name == "result":
