@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from ._errors import RecallError
 from ._render import call_text
 
 if TYPE_CHECKING:
@@ -92,8 +91,8 @@ def diff(
             ``agent_b`` none in ``store_b`` (default ``store``): a mistyped id is not an
             empty run that happens to match another.
     """
-    _require_agent(store, agent_a)
-    _require_agent(store_b or store, agent_b)
+    store._require_agent(agent_a)
+    (store_b or store)._require_agent(agent_b)
     a = steps_of([t.message for t in store.turns(agent_a)])
     b = steps_of([t.message for t in (store_b or store).turns(agent_b)])
     same = 0
@@ -113,14 +112,3 @@ def diff(
         len(a),
         len(b),
     )
-
-
-def _require_agent(store: RecallStore, agent_id: str) -> None:
-    if not store.has_agent(agent_id):
-        known = ", ".join(a.agent_id for a in store.agents()[:10]) or "none yet"
-        raise RecallError(
-            f"no agent {agent_id!r} in {store.target} (known: {known}); check the agent id "
-            "(store.agents() lists the agents with records)",
-            code="unknown_agent",
-            agent_id=agent_id,
-        )

@@ -120,10 +120,13 @@ MUTATIONS = [
     Mutation(
         "diff_unknown_agent",
         "diff of an agent with no records raises unknown_agent, not an empty run that matches",
-        "langgraph_recall/_diff.py",
-        "    if not store.has_agent(agent_id):\n",
-        "    if False:\n",
-        ("tests/test_replay_diff.py::-k::unknown_agent",),
+        "langgraph_recall/store/_records_api.py",
+        "        if not self.has_agent(agent_id):\n",
+        "        if False:\n",
+        (
+            "tests/test_replay_diff.py::-k::unknown_agent",
+            "tests/test_tools_undo.py::-k::unknown_agent",
+        ),
     ),
     Mutation(
         "digest",

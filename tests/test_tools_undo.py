@@ -540,3 +540,24 @@ def test_a_langchain_tool_given_as_undo_gets_the_undos_idempotency_key(
     report = store.undo("tool-key", undo={"charge": refund})
     [charge] = [a.action_id for a in store.actions("tool-key") if a.tool == "charge"]
     assert report.undone == [charge] and got == [undo_action_id(charge)]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_undo_of_an_unknown_agent_is_unknown_agent_and_takes_no_lease(
+    store: Any, mode: str
+) -> None:
+    import asyncio
+
+    from langgraph_recall import RecallError
+
+    store.record("known", [HumanMessage("hi", id="1")])
+    with pytest.raises(RecallError) as err:
+        if mode == "sync":
+            store.undo("knwon")
+        else:
+            asyncio.run(store.aundo("knwon"))
+    assert err.value.code == "unknown_agent"
+    assert "known" in str(err.value) and "check the agent id" in str(err.value)
+    # It used to return an empty report and leave a lease row under the mistyped name.
+    assert store.lease("knwon") is None
+    assert not store.has_agent("knwon")

@@ -88,9 +88,10 @@ def _refuse_if_not_a_store(target: str) -> None:
 
 
 def _require_agent(store: RecallStore, agent_id: str) -> None:
-    if not store.has_agent(agent_id):
-        known = ", ".join(a.agent_id for a in store.agents()[:10]) or "none yet"
-        _fail(f"no agent {agent_id!r} in {store.target} (known: {known})")
+    try:
+        store._require_agent(agent_id)
+    except RecallError as exc:
+        _fail(str(exc))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

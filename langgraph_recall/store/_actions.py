@@ -587,10 +587,9 @@ def _spent_by(tx: Tx, approval_id: str, action_id: str) -> str:
     if row is not None and row[1] == "not_done":
         note = f" ({row[2]})" if row[2] else ""
         return (
-            f"the approved call {action_id} did not run: its attempt {row[0]} was settled as "
-            f"not done{note}, and that attempt used its approval (one approval runs one "
-            "execution), so nothing ran now. To run it, call the tool again: the new call is "
-            "put to a person again."
+            f"its approval was used by attempt {row[0]} of {action_id}, which was settled as "
+            f"not done{note}; one approval runs one execution, so nothing ran now. To run it, "
+            "call the tool again: the new call is put to a person again."
         )
     return (
         f"the approval for {action_id} was already used by one execution; a replayed resume "

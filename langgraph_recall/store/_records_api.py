@@ -176,6 +176,18 @@ class RecordsAPI(StoreBase):
         with self._db.tx() as tx:
             return _records.agent_exists(tx, agent_id)
 
+    def _require_agent(self, agent_id: str) -> None:
+        """``unknown_agent`` unless ``agent_id`` has records here: a mistyped id must not read
+        as an agent with nothing (an empty diff, an undo with nothing to undo)."""
+        if not self.has_agent(agent_id):
+            known = ", ".join(a.agent_id for a in self.agents()[:10]) or "none yet"
+            raise RecallError(
+                f"no agent {agent_id!r} in {self._db.target} (known: {known}); check the agent id "
+                "(store.agents() lists the agents with records)",
+                code="unknown_agent",
+                agent_id=agent_id,
+            )
+
     async def ahas_agent(self, agent_id: str) -> bool:
         """Async twin of ``has_agent``: whether ``agent_id`` has any records in this store."""
         return await self._run(self.has_agent, agent_id)

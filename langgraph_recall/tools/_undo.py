@@ -58,6 +58,9 @@ def run_undo(
     while another holder has it; ``LeaseLost`` once another took it over mid-way). ``entry``:
     who called (``Entry.here()`` in the caller's thread or task), so that a run of the agent it
     started, which LangGraph refused after the lease was taken, gives the lease back first."""
+    # A mistyped agent id returned an empty report (nothing to undo) and left a lease row
+    # under that name.
+    store._require_agent(agent_id)
     registry = {**store._undo_registry, **(undo or {})}
     for name, given in (undo or {}).items():
         if not is_undo_function(given):
