@@ -2274,6 +2274,14 @@ MUTATIONS = [
         "    return exc\n",
         ("tests/test_cli.py::-k::driver_quotes_back",),
     ),
+    Mutation(
+        "upgrade_refused_clearly",
+        "an upgrade the role may not make is refused saying so and what to do, nothing changed",
+        "langgraph_recall/store/_db.py",
+        "            raise\n        except Exception as exc:\n            # The DDL of one transaction",
+        "            raise\n        except ZeroDivisionError as exc:\n            # The DDL of one transaction",
+        ("tests/test_store_schema.py::-k::role_may_not",),
+    ),
 ]
 
 

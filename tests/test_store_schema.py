@@ -372,6 +372,47 @@ def test_a_v7_postgres_store_gains_the_truncate_guard_and_verify_asks_for_it(
         assert [t.message.content for t in s.turns("ag")] == ["kept"]
 
 
+@pytest.mark.postgres
+def test_an_upgrade_the_role_may_not_make_is_refused_clearly_and_changes_nothing(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker whose role uses the tables but does not own them cannot add v8's triggers. It
+    got psycopg's InsufficientPrivilege from open, saying nothing of the upgrade or what to do."""
+    import secrets
+    import urllib.parse
+
+    import psycopg
+
+    with monkeypatch.context() as old_code:
+        old_code.setattr(_db, "MIGRATIONS", MIGRATIONS[:7])
+        old_code.setattr(_db, "SCHEMA_VERSION", 7)
+        with RecallStore.open(pg_dsn) as s:
+            s.record("ag", [HumanMessage("kept", id="1")])
+    role = "recall_app_" + secrets.token_hex(4)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]  # type: ignore[index]
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {role}')
+        conn.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA "{schema}" TO {role}')
+    parts = urllib.parse.urlsplit(pg_dsn)
+    as_role = parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}").geturl()
+    try:
+        with pytest.raises(RecallError) as err:
+            RecallStore.open(as_role)
+        assert err.value.code == "database"
+        says = str(err.value)
+        assert "v7 to v8" in says and "owner" in says, says
+        with RecallStore.open(pg_dsn) as s:  # the owner upgrades it; nothing was lost
+            assert [t.message.content for t in s.turns("ag")] == ["kept"]
+            assert _meta(s, "schema_version") == str(SCHEMA_VERSION)
+        with RecallStore.open(as_role) as s:  # and then the role uses it
+            assert [t.message.content for t in s.turns("ag")] == ["kept"]
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
 def test_an_actions_end_is_set_once_and_nothing_else_changes(store: RecallStore) -> None:
     """recall_actions' one allowed change: an open attempt's empty end columns, filled once."""
     store.claim("ag", "act-1", tool="t", args={"n": 1}, args_digest="d")

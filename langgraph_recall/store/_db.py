@@ -257,9 +257,35 @@ class Database(ABC):
     def migrate(self) -> int:
         """Create or upgrade the schema; returns the version now in force."""
         # Fast path for every open after the first: two reads, no write lock, no DDL.
-        if self._schema_version() == SCHEMA_VERSION:
+        found = self._schema_version()
+        if found == SCHEMA_VERSION:
             self._check_tables()
             return SCHEMA_VERSION
+        try:
+            return self._upgrade()
+        except RecallError:
+            raise
+        except Exception as exc:
+            # The DDL of one transaction, rolled back whole: nothing changed. On PostgreSQL the
+            # usual cause is a role that uses the tables without owning them (creating a
+            # trigger, an index or a table takes the owner): say so, not psycopg's bare
+            # "permission denied" from inside open().
+            what = (
+                "create the langgraph-recall schema in"
+                if found is None
+                else f"upgrade the langgraph-recall schema from v{found} to v{SCHEMA_VERSION} in"
+            )
+            raise RecallError(
+                f"cannot {what} {self.target}: {str(exc).strip().splitlines()[0]}. Nothing was "
+                "changed. Open it once as the owner of its tables (on PostgreSQL, the role that "
+                "created them, or one with CREATE on the schema for a new store); after that, "
+                "every role granted their use can open it.",
+                code="database",
+                found=found,
+                supported=SCHEMA_VERSION,
+            ) from exc
+
+    def _upgrade(self) -> int:
         with self.tx(write=True) as tx:
             if self.dialect == "postgres":
                 # Several workers may open a fresh database at once: serialise the DDL.
