@@ -285,7 +285,12 @@ def _intro(open_actions: Sequence[Action], tool_hint: bool) -> str:
         "trust it and do not redo finished steps."
     )
     if open_actions:
-        intro += f" The task is NOT finished while the {len(open_actions)} call(s) below are unconfirmed."
+        # Said here, not only in their section: a budget too small for any of their lines
+        # (a few dozen tokens) leaves the header alone, and it must still stop a repeat.
+        intro += (
+            f" The task is NOT finished while {len(open_actions)} call(s) are in doubt: do not "
+            "repeat them."
+        )
     if tool_hint:
         intro += (
             " Keep the working state current with update_working_state, milestone and set_pointer."

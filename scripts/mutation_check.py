@@ -2282,6 +2282,14 @@ MUTATIONS = [
         "            raise\n        except ZeroDivisionError as exc:\n            # The DDL of one transaction",
         ("tests/test_store_schema.py::-k::role_may_not",),
     ),
+    Mutation(
+        "doubts_in_header",
+        "the briefing's header itself says not to repeat the calls in doubt (their section may not fit)",
+        "langgraph_recall/_briefing.py",
+        '"repeat them."',
+        '"ask."',
+        ("tests/test_briefing.py::-k::too_small_for_any_doubt_line",),
+    ),
 ]
 
 

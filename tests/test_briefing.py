@@ -73,7 +73,7 @@ def test_sections_come_in_priority_order_with_in_doubt_external_calls_first(
         "## Relevant memories",
         "## Recent turns, oldest first",
     ]
-    assert "NOT finished while the 2 call(s) below are unconfirmed" in b.text
+    assert "NOT finished while 2 call(s) are in doubt: do not repeat them" in b.text
     assert b.text.index("- send_email(to='ops') [action act-ext]") < b.text.index("charge(n=1)")
     assert '- a call with {"amount":10} [action act-pay]' in b.text
     assert "goal: migrate billing" in b.text and "last milestone: dump finished" in b.text
@@ -88,6 +88,19 @@ def test_sections_come_in_priority_order_with_in_doubt_external_calls_first(
         "memories",
         "turns",
     )
+
+
+@pytest.mark.parametrize("budget", [80, 100, 110])
+def test_a_budget_too_small_for_any_doubt_line_still_says_not_to_repeat_them(
+    store: RecallStore, budget: int
+) -> None:
+    # The section of calls in doubt does not fit at all here; the header claimed "the 200
+    # call(s) below" over nothing, and said nothing against calling them again.
+    for i in range(200):
+        store.claim("ag", f"act-{i}", tool="charge", args={"n": i}, args_digest="d")
+    b = build_briefing(store, "ag", token_budget=budget, doubts_over_budget="count")
+    assert b.tokens <= budget
+    assert "NOT finished while 200 call(s) are in doubt: do not repeat them" in b.text
 
 
 def test_a_long_approval_line_is_cut_before_its_action_id(store: RecallStore) -> None:
