@@ -216,13 +216,19 @@ def _build(
     pointers = store.pointers(agent_id)
 
     header = [f"# Briefing: agent {agent_id}, from its records", _intro(open_actions, tool_hint)]
+    if sum(meter.cost(line) for line in header) > meter.left:
+        # The header's length depends on the agent id and the calls in doubt: name the
+        # budget it needs (a fixed "at least 100" was refused for a long id, and too much
+        # for a short one).
+        fit = meter.budget_for(sum(meter.cost(line) for line in header))
+        raise RecallError(
+            f"token_budget {token_budget} cannot hold even the briefing's header; give at "
+            f"least {fit} tokens",
+            code="invalid_value",
+            token_budget=fit,
+        )
     for line in header:
-        if not meter.take(line):
-            raise RecallError(
-                f"token_budget {token_budget} cannot hold even the briefing's header; give at "
-                "least 100 tokens",
-                code="invalid_value",
-            )
+        meter.take(line)
     placed: list[Section] = [Section("header", "", [(0, ln) for ln in header])]
 
     # Fill in priority order: each section takes what fits of what is left.

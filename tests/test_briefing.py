@@ -103,6 +103,19 @@ def test_a_budget_too_small_for_any_doubt_line_still_says_not_to_repeat_them(
     assert "NOT finished while 200 call(s) are in doubt: do not repeat them" in b.text
 
 
+def test_a_budget_too_small_for_the_header_names_the_budget_it_needs(store: RecallStore) -> None:
+    agent = "agent-" + "x" * 200  # the header names the agent: its length is not fixed
+    store.record(agent, [HumanMessage("hello", id="h1")])
+    with pytest.raises(RecallError) as err:
+        build_briefing(store, agent, token_budget=60)
+    assert err.value.code == "invalid_value"
+    need = err.value.details["token_budget"]
+    assert f"give at least {need} tokens" in str(err.value)
+    assert build_briefing(store, agent, token_budget=need).tokens <= need
+    with pytest.raises(RecallError):
+        build_briefing(store, agent, token_budget=need - 1)
+
+
 def test_a_long_approval_line_is_cut_before_its_action_id(store: RecallStore) -> None:
     args = {f"field_{k}": f"value {k} " + "v" * 20 for k in range(30)}
     store.record_decision("a", "act-pay", "requested", args=args, args_digest="d")
