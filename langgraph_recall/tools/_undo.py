@@ -292,16 +292,12 @@ def _prepare(fn: Callable[..., Any], action: Action) -> _UndoCall:
     try:
         signature.bind(**args, **dict.fromkeys(extras))
     except TypeError as exc:
-        wanted = ", ".join(sorted(args)) or "no arguments"
-        raise RecallError(
-            f"the undo function {name!r} for {action.tool} cannot be called with the original "
-            f"arguments of {action.tool} (action {action.action_id}): {exc}. It must take "
-            f"them as keyword arguments ({wanted}), and may also declare result, action and "
-            "idempotency_key (or **kwargs). Nothing was undone or recorded; fix it and run "
-            "undo again.",
-            code="invalid_value",
-            action_id=action.action_id,
-            tool=action.tool,
+        raise _unfit(
+            f"function {name!r}",
+            action,
+            str(exc),
+            f"take them as keyword arguments ({_wanted(args)}), and may also declare result, "
+            "action and idempotency_key (or **kwargs)",
         ) from None
     return _UndoCall(fn, action, args, extras, is_tool=False)
 
@@ -318,18 +314,29 @@ def _check_tool_args(
     try:
         validate({**args, **dict.fromkeys(keys, IdempotencyKey("key"))})
     except ValidationError as exc:
-        wanted = ", ".join(sorted(args)) or "no arguments"
-        raise RecallError(
-            f"the undo tool {name!r} for {action.tool} cannot take the original arguments of "
-            f"{action.tool} (action {action.action_id}): "
-            f"{exc.error_count()} error(s): "
-            + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            + f". Its arguments must be those of {action.tool} ({wanted}). Nothing was undone "
-            "or recorded; fix it and run undo again.",
-            code="invalid_value",
-            action_id=action.action_id,
-            tool=action.tool,
+        why = f"{exc.error_count()} error(s): " + "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+        )
+        raise _unfit(
+            f"tool {name!r}", action, why, f"take those of {action.tool} ({_wanted(args)})"
         ) from None
+
+
+def _wanted(args: dict[str, Any]) -> str:
+    return ", ".join(sorted(args)) or "no arguments"
+
+
+def _unfit(what: str, action: Action, why: str, must: str) -> RecallError:
+    """An undo function or tool that cannot take the original call's arguments: refused
+    before any undo runs, since found only when its undo ran it was recorded failed."""
+    return RecallError(
+        f"the undo {what} for {action.tool} cannot take the original arguments of "
+        f"{action.tool} (action {action.action_id}): {why}. It must {must}. Nothing was "
+        "undone or recorded; fix it and run undo again.",
+        code="invalid_value",
+        action_id=action.action_id,
+        tool=action.tool,
+    )
 
 
 def _async_refused(name: str, action: Action) -> RecallError:
