@@ -4,10 +4,11 @@ For 1k, 10k and 100k recorded turns (one agent each, realistic turns: tool calls
 some 10,000-character outputs stored whole, recall-tool chatter, an open action, working state
 and pointers) it times ``store.briefing(agent, 2000)``, interleaved so machine noise lands on
 every size alike; then the hook's whole per-call work (record nothing new, build the briefing)
-for a 100-message thread; then a full resume in a fresh process: open the store, take the
-lease, settle, build the first briefing, at 100k turns, with the import of the package reported
-apart. Wall time and this process's CPU time are both given: on a machine shared with other
-jobs, wall time grows with the load while CPU time stays close to the idle figure.
+for a 100-message thread, and for a 1k and a 10k-turn thread held whole in the input; then a
+full resume in a fresh process: open the store, take the lease, settle, build the first
+briefing, at 100k turns, with the import of the package reported apart. Wall time and this
+process's CPU time are both given: on a machine shared with other jobs, wall time grows with
+the load while CPU time stays close to the idle figure.
 
     python benchmarks/bench_briefing.py                  # SQLite, and PostgreSQL if reachable
     python benchmarks/bench_briefing.py --rounds 9 --pg postgresql://postgres@127.0.0.1/postgres
@@ -184,9 +185,11 @@ def bench_backend(name: str, target: str, rounds: int, calls: int, resume: int) 
     store = RecallStore.open(target)
     agents = {n: f"bench-{n}" for n in SIZES}
     threads: dict[int, list[Any]] = {}
+    whole: dict[int, list[Any]] = {}
     for n, agent in agents.items():
         t = time.perf_counter()
-        threads[n] = populate(store, agent, n)[-100:]
+        whole[n] = populate(store, agent, n)
+        threads[n] = whole[n][-100:]
         print(f"[{name}] recorded {n} turns in {time.perf_counter() - t:.1f}s", file=sys.stderr)
 
     cases: dict[str, Callable[[], object]] = {}
@@ -203,6 +206,16 @@ def bench_backend(name: str, target: str, rounds: int, calls: int, resume: int) 
     cases["pre_model_hook body (record + briefing), 100-message thread, 100,000 turns"] = lambda: (
         _pre_model(state, cfg, opts)
     )
+    # A long conversation with all of it in the model's input, as a hook sees it at every model
+    # call when no RecallCheckpointer records (nothing new to record here): what the hook does
+    # per message of the input (their ids, compared with those known recorded; the briefing's
+    # exclusions) must stay small beside the briefing itself.
+    for n in (1_000, 10_000):
+        in_input = {"messages": whole[n]}
+        at = {"configurable": {"thread_id": "t-1", "agent_id": agents[n]}}
+        cases[f"pre_model_hook body, the whole {n:,}-turn thread in the input"] = (
+            lambda s=in_input, c=at: _pre_model(s, c, opts)  # type: ignore[misc]
+        )
     samples = interleave(cases, rounds, calls)
     med = {n: wall(samples[f"briefing, {n:,} turns"]) for n in SIZES}
     med_cpu = {n: cpu(samples[f"briefing, {n:,} turns"]) for n in SIZES}

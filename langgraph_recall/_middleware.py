@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from itertools import repeat
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -15,7 +16,14 @@ from langgraph.runtime import Runtime
 from ._briefing import RECALL_TOOL_NAMES, build_briefing, is_briefing_message
 from ._context import agent_id_of, store_of, thread_id_of
 from ._errors import RecallError
-from ._hooks import _checkpointer_records, _latest_human_text, record_messages
+from ._hooks import (
+    _checkpointer_records,
+    _latest_human_text,
+    _raw_ids,
+    _record_new,
+    record_messages,
+    seen_ids,
+)
 from ._recall_tools import recall_tools
 from .store import RecallStore
 from .tools import DurableTools
@@ -150,14 +158,14 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         """Record what is new, then put a fresh briefing into the system message."""
         store, agent, thread, config = self._where(request.runtime)
         state_messages = _state_messages(request.state, self.messages_key)
+        ids = _raw_ids(state_messages)  # once: both the recording and the exclusions use them
         if not _checkpointer_records(config):
-            record_messages(store, agent, state_messages, thread_id=thread)
-        seen = [*state_messages, *request.messages]
+            _record_new(store, agent, state_messages, ids, thread)
         briefing = build_briefing(
             store,
             agent,
             token_budget=self.token_budget,
-            exclude_msg_ids=[str(m.id) for m in seen if m.id],
+            exclude_msg_ids=[*seen_ids(state_messages, ids), *seen_ids(request.messages)],
             query=_latest_human_text(request.messages),
             tool_hint=bool(self.tools),
             # Inside the running agent: calls in doubt over budget are counted, never refused.
@@ -234,7 +242,10 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
 def _state_messages(state: Any, key: str) -> list[BaseMessage]:
     value = state.get(key) if isinstance(state, dict) else getattr(state, key, None)
-    return [m for m in (value or []) if isinstance(m, BaseMessage)]
+    value = list(value or [])
+    if all(map(isinstance, value, repeat(BaseMessage))):  # in C: the usual, all messages
+        return value
+    return [m for m in value if isinstance(m, BaseMessage)]
 
 
 def _durable_tools(

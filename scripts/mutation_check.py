@@ -196,10 +196,10 @@ MUTATIONS = [
     ),
     Mutation(
         "hook_tail_ids",
-        "hooks: the recorded part of a thread is known by a digest of all its ids",
+        "hooks: the recorded part of a thread is known by all its ids, compared in order",
         "langgraph_recall/_hooks.py",
-        "        if 0 < count <= len(messages) and _ids_digest(messages[:count]) == digest:\n",
-        "        if 0 < count <= len(messages):\n",
+        "        if ids[: len(known)] == known:\n            return len(known)\n",
+        "        return len(known)\n",
         ("tests/test_hooks.py::-k::put_in_the_middle",),
     ),
     Mutation(

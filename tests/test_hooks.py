@@ -172,13 +172,13 @@ def test_hooks_record_only_when_the_checkpointer_does_not(
     store: RecallStore, tmp_path: Any, checkpointer: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    real = _hooks.record_messages
+    real = _hooks._record_new  # what every hook records through
 
     def counting(*args: Any, **kwargs: Any) -> int:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_hooks, "record_messages", counting)
+    monkeypatch.setattr(_hooks, "_record_new", counting)
     saver = InMemorySaver() if checkpointer == "memory" else store.checkpointer(lease_ttl=10)
     model = TaskModel()
     graph = build(
@@ -230,3 +230,19 @@ def test_a_message_put_in_the_middle_of_recorded_history_is_recorded(store: Reca
     edited = [first[0], AIMessage("a summary of the draft", id="a1-summary"), first[2]]
     assert _hooks.record_messages(store, "agent-edit", edited, thread_id="t") == 1
     assert [t.msg_id for t in store.turns("agent-edit")] == ["h1", "a1", "a2", "a1-summary"]
+
+
+def test_id_less_messages_are_recorded_once_however_often_the_hook_sees_them(
+    store: RecallStore,
+) -> None:
+    # A channel without add_messages keeps messages without ids: nothing to tell the recorded
+    # part by, so each call sends them all and recording dedupes them by their stable keys.
+    from langgraph_recall.store._transcript import with_stable_ids
+
+    convo: list = [HumanMessage("q"), AIMessage("a")]
+    assert _hooks.record_messages(store, "agent-idless", convo, thread_id="t") == 2
+    convo = [*convo, HumanMessage("q2")]
+    assert _hooks.record_messages(store, "agent-idless", convo, thread_id="t") == 1
+    assert _hooks.record_messages(store, "agent-idless", convo, thread_id="t") == 0
+    named = [m.id for m in with_stable_ids(convo, "t")]
+    assert [t.msg_id for t in store.turns("agent-idless")] == named
