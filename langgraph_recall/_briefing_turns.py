@@ -137,13 +137,22 @@ class TurnReader:
         return None
 
     def next_page(self, unit_cost: float) -> list[TurnView]:
+        """The next page holding a turn to show; empty once the history (or the scan) ends."""
         if not self._handed_first:
             self._handed_first = True
             page, self._first = self.first_page(), None
-            return page
-        if self.done or self.scanned > len(self.skip) + SCAN_ROWS:
-            return []
-        return self._read(self._size(unit_cost))
+            if page or self.done:
+                return page
+        # A page whose every row is in the input comes back empty, and is not the end: with
+        # more than a page of the conversation in the input (about 4k messages), stopping there
+        # left out the older turns the input does not hold, and the briefing, having proved
+        # nothing, re-read that page at every model call. Skipped rows are never decoded, and
+        # the scan stays capped.
+        while not (self.done or self.scanned > len(self.skip) + SCAN_ROWS):
+            page = self._read(self._size(unit_cost))
+            if page:
+                return page
+        return []
 
     def _read(self, limit: int) -> list[TurnView]:
         page, self.before = self.store.turn_page(

@@ -203,6 +203,17 @@ MUTATIONS = [
         ("tests/test_hooks.py::-k::put_in_the_middle",),
     ),
     Mutation(
+        "briefing_skipped_page",
+        "briefing: a page of turns all in the input is not the end of the history",
+        "langgraph_recall/_briefing_turns.py",
+        "            if page or self.done:\n                return page\n",
+        "            return page\n",
+        (
+            "tests/test_briefing.py::-k::longer_than_a_page",
+            "tests/test_briefing.py::-k::reads_only_the_turns_recorded_since_the_last",
+        ),
+    ),
+    Mutation(
         "block_outputs",
         "recording: a long tool result given as content blocks is stored as an output",
         "langgraph_recall/store/_transcript.py",

@@ -630,21 +630,39 @@ def test_briefings_in_a_loop_say_what_a_fresh_process_would(
         fresh.close()
 
 
+# 1200 exchanges: 4800 messages, more than one page of skipped rows (4096 and the budget's).
+@pytest.mark.parametrize("exchanges", [500, 1200])
 def test_a_briefing_per_model_call_reads_only_the_turns_recorded_since_the_last(
-    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch, exchanges: int
 ) -> None:
-    convo = [m for i in range(500) for m in _exchange(i)]
+    convo = [m for i in range(exchanges) for m in _exchange(i)]
     store.record("a", convo)
     limits = _rows_read(store, monkeypatch)
     store.briefing("a", exclude_msg_ids=_ids(convo))
-    assert sum(limits) >= 2000  # the first briefing reads the history once
-    for i in range(500, 505):
+    assert sum(limits) >= len(convo)  # the first briefing reads the history once
+    for i in range(exchanges, exchanges + 5):
         convo += _exchange(i)
         store.record("a", _exchange(i))
         limits.clear()
         b = store.briefing("a", exclude_msg_ids=_ids(convo))
         assert b.turns_shown == 0
         assert len(limits) == 1 and limits[0] <= 4 + 2  # the new turns and two more
+
+
+def test_a_conversation_longer_than_a_page_does_not_hide_the_older_turns_it_lacks(
+    store: RecallStore,
+) -> None:
+    # The agent's earlier work, on another thread: the model's input does not hold it.
+    store.record("a", _exchange(9999, "on the old thread"), thread_id="old")
+    # Then a conversation of 4800 messages, all in the input. The reader skips them a page at
+    # a time; a page of nothing but skipped rows is not the end of the history (the briefing
+    # stopped there and never showed the older work).
+    convo = [m for i in range(1200) for m in _exchange(i)]
+    store.record("a", convo, thread_id="t")
+    b = store.briefing("a", exclude_msg_ids=_ids(convo))
+    assert "## Earlier turns not in this conversation, oldest first" in b.text
+    assert "ask 9999 on the old thread" in b.text and "answer 9999" in b.text
+    assert "answer 0" not in b.text and b.turns_shown == 4
 
 
 @pytest.mark.parametrize("history", [50, 400])  # all of it read, or until the budget is spent
