@@ -216,6 +216,14 @@ def bench_backend(name: str, target: str, rounds: int, calls: int, resume: int) 
         cases[f"pre_model_hook body, the whole {n:,}-turn thread in the input"] = (
             lambda s=in_input, c=at: _pre_model(s, c, opts)  # type: ignore[misc]
         )
+    # For scale, beside them: what LangGraph itself does with that 10k-turn channel at every
+    # checkpoint that adds a message to it (its serializer writes the whole list).
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    serde = JsonPlusSerializer()
+    cases["for scale: LangGraph serialising that 10,000-turn channel (each checkpoint does)"] = (
+        lambda: serde.dumps_typed(whole[10_000])
+    )
     samples = interleave(cases, rounds, calls)
     med = {n: wall(samples[f"briefing, {n:,} turns"]) for n in SIZES}
     med_cpu = {n: cpu(samples[f"briefing, {n:,} turns"]) for n in SIZES}
