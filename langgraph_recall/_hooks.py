@@ -76,6 +76,7 @@ class _Tails:
         self._lock = threading.Lock()
         self._by_store: weakref.WeakKeyDictionary[RecallStore, dict[tuple[str, str], list[str]]]
         self._by_store = weakref.WeakKeyDictionary()
+        self._kept: weakref.WeakKeyDictionary[RecallStore, int] = weakref.WeakKeyDictionary()
 
     def start(self, store: RecallStore, key: tuple[str, str], ids: list[Any] | None) -> int:
         """How many of the channel's messages, from the start, are known recorded."""
@@ -96,10 +97,21 @@ class _Tails:
             return
         with self._lock:
             tails = self._by_store.setdefault(store, {})
-            if len(tails) > 4096:  # a long-lived process with many threads: start over
+            old = tails.get(key)
+            kept = self._kept.get(store, 0) + len(ids) - (len(old) if old is not None else 0)
+            # A long-lived process with many threads, or many long ones: start over. (The ids
+            # kept hold their strings alive after the thread's messages are gone.)
+            if len(tails) >= MAX_THREADS or kept > MAX_IDS:
                 tails.clear()
+                kept = len(ids)
             tails[key] = ids
+            self._kept[store] = kept
 
+
+MAX_THREADS = 4096
+"""Threads whose recorded messages a process keeps, per store, for the hooks."""
+MAX_IDS = 500_000
+"""Message ids a process keeps, per store, for the hooks (about 50 MB at most)."""
 
 _ID = operator.attrgetter("id")
 

@@ -203,6 +203,14 @@ MUTATIONS = [
         ("tests/test_hooks.py::-k::put_in_the_middle",),
     ),
     Mutation(
+        "hook_ids_bounded",
+        "hooks: the message ids kept per store are bounded, and a forgotten thread is sent whole",
+        "langgraph_recall/_hooks.py",
+        "            if len(tails) >= MAX_THREADS or kept > MAX_IDS:\n",
+        "            if len(tails) >= MAX_THREADS:\n",
+        ("tests/test_hooks.py::-k::ids_the_hooks_keep_are_bounded",),
+    ),
+    Mutation(
         "briefing_skipped_page",
         "briefing: a page of turns all in the input is not the end of the history",
         "langgraph_recall/_briefing_turns.py",

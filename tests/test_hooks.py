@@ -246,3 +246,29 @@ def test_id_less_messages_are_recorded_once_however_often_the_hook_sees_them(
     assert _hooks.record_messages(store, "agent-idless", convo, thread_id="t") == 0
     named = [m.id for m in with_stable_ids(convo, "t")]
     assert [t.msg_id for t in store.turns("agent-idless")] == named
+
+
+def test_the_ids_the_hooks_keep_are_bounded_and_forgetting_loses_nothing(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_hooks, "MAX_IDS", 10)
+    sent: list[int] = []
+    real = store.record
+
+    def record(agent_id: str, messages: list, **kwargs: Any) -> int:
+        sent.append(len(messages))
+        return real(agent_id, messages, **kwargs)
+
+    monkeypatch.setattr(store, "record", record)
+    a = [HumanMessage(f"a{i}", id=f"a{i}") for i in range(8)]
+    b = [HumanMessage(f"b{i}", id=f"b{i}") for i in range(6)]
+    assert _hooks.record_messages(store, "ag", a[:6], thread_id="ta") == 6
+    assert _hooks.record_messages(store, "ag", a[:7], thread_id="ta") == 1  # 7 ids kept, not 13
+    assert _hooks.record_messages(store, "ag", b, thread_id="tb") == 6  # 13 > 10: ta forgotten
+    assert _hooks.record_messages(store, "ag", a, thread_id="ta") == 1  # sent whole, one new
+    assert sent == [6, 1, 6, 8]
+    assert [t.msg_id for t in store.turns("ag")] == [
+        *(f"a{i}" for i in range(7)),
+        *(f"b{i}" for i in range(6)),
+        "a7",
+    ]
