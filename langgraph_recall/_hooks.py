@@ -15,7 +15,6 @@ and leaves out the turns the model already sees in its input.
 from __future__ import annotations
 
 import asyncio
-import operator
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from ._briefing import BRIEFING_ID, Briefing, build_briefing, is_briefing_message
 from ._context import agent_id_of, checkpointer_of, store_of, thread_id_of
 from .store import RecallStore
-from .store._transcript import with_stable_ids
+from .store._transcript import own_ids, with_stable_ids
 
 __all__ = [
     "awith_briefing",
@@ -113,17 +112,6 @@ MAX_THREADS = 4096
 MAX_IDS = 500_000
 """Message ids a process keeps, per store, for the hooks (about 50 MB at most)."""
 
-_ID = operator.attrgetter("id")
-
-
-def _raw_ids(messages: Sequence[Any]) -> list[Any] | None:
-    """Each message's own id (None where it has none), in C; None when one is not a message."""
-    try:
-        return list(map(_ID, messages))
-    except AttributeError:  # a dict or other non-message in the channel: nothing to go by
-        return None
-
-
 _TAILS = _Tails()
 
 
@@ -131,7 +119,7 @@ def record_messages(
     store: RecallStore, agent_id: str, messages: Sequence[BaseMessage], *, thread_id: str | None
 ) -> int:
     """Record the messages not yet recorded for the agent (briefings excluded); returns how many."""
-    return _record_new(store, agent_id, messages, _raw_ids(messages), thread_id)
+    return _record_new(store, agent_id, messages, own_ids(messages), thread_id)
 
 
 def _record_new(
@@ -155,9 +143,9 @@ def _record_new(
 def seen_ids(messages: Sequence[Any], ids: list[Any] | None = None) -> list[str]:
     """The ids of the messages the model sees (for ``exclude_msg_ids``), in C: a Python pass
     over a long conversation cost milliseconds per model call. (A message's id is a str or
-    None: LangChain's field coerces numbers to text.) ``ids``: their ``_raw_ids``, if known."""
+    None: LangChain's field coerces numbers to text.) ``ids``: their ``own_ids``, if known."""
     if ids is None:
-        ids = _raw_ids(messages)
+        ids = own_ids(messages)
     if ids is None:
         ids = [getattr(m, "id", None) for m in messages]
     return list(filter(None, ids))
@@ -219,9 +207,9 @@ def _in_front(
 ) -> list[BaseMessage]:
     """The briefing after any leading system messages (a static prompt stays first for
     prompt caching; providers accept consecutive system messages at the start), and no other
-    briefing. ``ids``: the messages' ``_raw_ids``, if known."""
+    briefing. ``ids``: the messages' ``own_ids``, if known."""
     if ids is None:
-        ids = _raw_ids(messages)
+        ids = own_ids(messages)
     if ids is not None and _BRIEFING_MARK not in "\0" + "\0".join(filter(None, ids)):
         rest = list(messages)  # the usual case, found in C: no briefing to take out
     else:
@@ -277,7 +265,7 @@ def _record(
     (fetched once: a model call makes three passes over a conversation that may be long)."""
     store, agent, thread = _where(config, opts)
     messages = _messages(state, opts.messages_key)
-    ids = _raw_ids(messages)
+    ids = own_ids(messages)
     if not _checkpointer_records(config):
         _record_new(store, agent, messages, ids, thread)
     return messages, ids

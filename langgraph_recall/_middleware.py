@@ -19,13 +19,13 @@ from ._errors import RecallError
 from ._hooks import (
     _checkpointer_records,
     _latest_human_text,
-    _raw_ids,
     _record_new,
     record_messages,
     seen_ids,
 )
 from ._recall_tools import recall_tools
 from .store import RecallStore
+from .store._transcript import own_ids
 from .tools import DurableTools
 from .tools._toolset import check_resolver, normalize_options
 
@@ -158,7 +158,7 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         """Record what is new, then put a fresh briefing into the system message."""
         store, agent, thread, config = self._where(request.runtime)
         state_messages = _state_messages(request.state, self.messages_key)
-        ids = _raw_ids(state_messages)  # once: both the recording and the exclusions use them
+        ids = own_ids(state_messages)  # once: both the recording and the exclusions use them
         if not _checkpointer_records(config):
             _record_new(store, agent, state_messages, ids, thread)
         briefing = build_briefing(

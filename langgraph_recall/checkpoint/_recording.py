@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage
 
 from .._briefing import is_briefing_message
-from ..store._transcript import with_stable_ids
+from ..store._transcript import own_ids, with_stable_ids
 
 if TYPE_CHECKING:
     from ..store import RecallStore
@@ -82,8 +82,14 @@ class MessageCursor:
         # An id-less message is known by the key made from its content, thread and place in
         # the channel (``with_stable_ids``), as the store names it: the same message each look.
         self._thread = thread_id
-        restored_named = with_stable_ids(restored, thread_id)
-        self._ids: set[str] = {m.id for m in only_messages(restored_named) if m.id}
+        ids = own_ids(restored)
+        if ids is not None and all(ids):
+            # The usual channel, every message with an id: the set is made in C (a run's start
+            # with 10k restored messages). A briefing's id in it is harmless: never fresh.
+            self._ids: set[str] = set(ids)
+        else:
+            restored_named = with_stable_ids(restored, thread_id)
+            self._ids = {m.id for m in only_messages(restored_named) if m.id}
         # The list last looked at (a copy: the channel's list is not ours to hold).
         self._seen: list[BaseMessage] = list(restored)
 

@@ -12,6 +12,7 @@ inside the engine (a trigger, schema v4).
 from __future__ import annotations
 
 import hashlib
+import operator
 import sqlite3
 from collections.abc import Container, Sequence
 from typing import Any
@@ -84,6 +85,19 @@ def message_id(message: BaseMessage, thread_id: str | None, position: int) -> st
     _, data = dumps_typed(message)
     where = f"{thread_id or ''}\0{position}\0".encode()
     return f"h-{hashlib.sha256(where + data).hexdigest()[:24]}"
+
+
+_ID = operator.attrgetter("id")
+
+
+def own_ids(messages: Sequence[Any]) -> list[Any] | None:
+    """Each message's own id (None where it has none), fetched in C: the passes over a whole
+    conversation (10k messages and more) that a hook or a run's start makes cost a fraction of
+    a microsecond a message this way, several in Python. None when one is not a message."""
+    try:
+        return list(map(_ID, messages))
+    except AttributeError:  # a dict or other non-message in the channel: nothing to go by
+        return None
 
 
 def with_stable_ids(messages: Sequence[Any], thread_id: str | None, start: int = 0) -> list[Any]:
