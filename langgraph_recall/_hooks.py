@@ -141,14 +141,28 @@ def _record_new(
 
 
 def seen_ids(messages: Sequence[Any], ids: list[Any] | None = None) -> list[str]:
-    """The ids of the messages the model sees (for ``exclude_msg_ids``), in C: a Python pass
-    over a long conversation cost milliseconds per model call. (A message's id is a str or
-    None: LangChain's field coerces numbers to text.) ``ids``: their ``own_ids``, if known."""
+    """The ids of the messages the model sees (for ``exclude_msg_ids``), as the recording keeps
+    them (their text), in C: a Python pass over a long conversation cost milliseconds per
+    model call. ``ids``: their ``own_ids``, if known."""
     if ids is None:
         ids = own_ids(messages)
     if ids is None:
         ids = [getattr(m, "id", None) for m in messages]
-    return list(filter(None, ids))
+    seen = list(filter(None, ids))
+    if not _all_text(seen):
+        # LangChain makes a number given to the constructor text, but an id assigned later is
+        # not validated (``message.id = 7``, a UUID): recorded as its text, excluded as it.
+        seen = [i if isinstance(i, str) else str(i) for i in seen]
+    return seen
+
+
+def _all_text(ids: list[Any]) -> bool:
+    """Whether every id is a str (the usual), checked in C by joining them."""
+    try:
+        "".join(ids)
+    except TypeError:
+        return False
+    return True
 
 
 # --- options shared by the hooks -------------------------------------------------------------
@@ -197,9 +211,18 @@ def _brief(
     )
 
 
-# A briefing's id starts with BRIEFING_ID: looked for in all the ids joined, one C pass
-# (a call per id cost over a millisecond at 10k messages).
 _BRIEFING_MARK = "\0" + BRIEFING_ID
+
+
+def _may_hold_briefing(ids: list[Any]) -> bool:
+    """Whether one of ``ids`` may be a briefing's (its id starts with BRIEFING_ID): looked for
+    in all the ids joined, one C pass (a call per id cost over a millisecond at 10k messages).
+    An id that is not a str (assigned unvalidated) cannot be joined: the messages are then
+    looked at one by one."""
+    try:
+        return _BRIEFING_MARK in "\0" + "\0".join(filter(None, ids))
+    except TypeError:
+        return True
 
 
 def _in_front(
@@ -210,7 +233,7 @@ def _in_front(
     briefing. ``ids``: the messages' ``own_ids``, if known."""
     if ids is None:
         ids = own_ids(messages)
-    if ids is not None and _BRIEFING_MARK not in "\0" + "\0".join(filter(None, ids)):
+    if ids is not None and not _may_hold_briefing(ids):
         rest = list(messages)  # the usual case, found in C: no briefing to take out
     else:
         rest = [m for m in messages if not is_briefing_message(m)]

@@ -272,3 +272,23 @@ def test_the_ids_the_hooks_keep_are_bounded_and_forgetting_loses_nothing(
         *(f"b{i}" for i in range(6)),
         "a7",
     ]
+
+
+def test_an_id_assigned_after_the_message_was_made_is_taken_as_its_text(
+    store: RecallStore,
+) -> None:
+    # LangChain turns a number given to the constructor into text, but an id assigned later is
+    # not validated (``message.id = 7``, a UUID). The recording keeps it as its text; the
+    # briefing must not fail on it, nor show its turn as missing from the input.
+    reply = AIMessage("the plan is pineapple", id="r1")
+    reply.id = 7  # type: ignore[assignment]
+    messages = [SystemMessage("prompt"), HumanMessage("what is the plan", id="h1"), reply]
+    assert _hooks.record_messages(store, "agent-int", messages, thread_id="t") == 3
+    assert [t.msg_id for t in store.turns("agent-int")][-1] == "7"
+    cfg = {"configurable": {"thread_id": "t", "agent_id": "agent-int"}}
+    out = with_briefing(messages, config=cfg, store=store, token_budget=300)
+    assert [m.id for m in out] == [None, BRIEFING_ID, "h1", 7]
+    assert "pineapple" not in str(out[1].content)
+    pre = _hooks._pre_model({"messages": messages}, cfg, _hooks._Options(store=store))
+    assert [m.id for m in pre["llm_input_messages"]] == [None, BRIEFING_ID, "h1", 7]
+    assert "pineapple" not in str(pre["llm_input_messages"][1].content)
