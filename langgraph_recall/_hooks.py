@@ -90,8 +90,7 @@ class _Tails:
         return 0  # messages were removed or rewritten: send everything, record dedupes
 
     def done(self, store: RecallStore, key: tuple[str, str], ids: list[Any] | None) -> None:
-        # An id-less message (a channel without add_messages) gives nothing to go by: such a
-        # thread is always sent whole, and recording dedupes by each message's stable key.
+        # Ids only: an id-less message's name is given by the caller (``_record_new``).
         if not ids or not all(ids):
             return
         with self._lock:
@@ -130,10 +129,18 @@ def _record_new(
     thread_id: str | None,
 ) -> int:
     key = (agent_id, thread_id or "")
-    start = _TAILS.start(store, key, ids)
     # Named at their place in the channel, briefings included, so an id-less message's key (its
     # channel position) is the one the checkpointer's recording gives it.
-    named = with_stable_ids(messages[start:], thread_id, start)
+    if ids is not None and not all(ids):
+        # Id-less messages (a channel without add_messages): only their names can tell what
+        # was recorded, so all are named, every call, and those names are what is kept.
+        named = with_stable_ids(messages, thread_id)
+        ids = own_ids(named)
+        start = _TAILS.start(store, key, ids)
+        named = named[start:]
+    else:
+        start = _TAILS.start(store, key, ids)
+        named = with_stable_ids(messages[start:], thread_id, start)
     msgs = [m for m in named if isinstance(m, BaseMessage) and not is_briefing_message(m)]
     added = store.record(agent_id, msgs, thread_id=thread_id) if msgs else 0
     _TAILS.done(store, key, ids)

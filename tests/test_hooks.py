@@ -233,12 +233,20 @@ def test_a_message_put_in_the_middle_of_recorded_history_is_recorded(store: Reca
 
 
 def test_id_less_messages_are_recorded_once_however_often_the_hook_sees_them(
-    store: RecallStore,
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A channel without add_messages keeps messages without ids: nothing to tell the recorded
-    # part by, so each call sends them all and recording dedupes them by their stable keys.
+    # A channel without add_messages keeps messages without ids: they are known by their
+    # stable keys (content, thread, place), named at every call.
     from langgraph_recall.store._transcript import with_stable_ids
 
+    sent: list[int] = []
+    real = store.record
+
+    def record(agent_id: str, messages: list, **kwargs: Any) -> int:
+        sent.append(len(messages))
+        return real(agent_id, messages, **kwargs)
+
+    monkeypatch.setattr(store, "record", record)
     convo: list = [HumanMessage("q"), AIMessage("a")]
     assert _hooks.record_messages(store, "agent-idless", convo, thread_id="t") == 2
     convo = [*convo, HumanMessage("q2")]
@@ -246,6 +254,11 @@ def test_id_less_messages_are_recorded_once_however_often_the_hook_sees_them(
     assert _hooks.record_messages(store, "agent-idless", convo, thread_id="t") == 0
     named = [m.id for m in with_stable_ids(convo, "t")]
     assert [t.msg_id for t in store.turns("agent-idless")] == named
+    # Known by their names: only the new one was sent, and nothing the third time.
+    assert sent == [2, 1]
+    # Edited in place (same position, other content): another name, so recorded as new.
+    convo = [convo[0], AIMessage("a, corrected"), convo[2]]
+    assert _hooks.record_messages(store, "agent-idless", convo, thread_id="t") == 1
 
 
 def test_the_ids_the_hooks_keep_are_bounded_and_forgetting_loses_nothing(
