@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._briefing_lines import MIN_PIECE, Meter, Section, cut, turn_line, whole_turn_ref
 from .store._records import agent_ns
@@ -20,41 +20,52 @@ SCAN_ROWS = 1000  # rows of history read beyond the excluded ones, whatever the 
 FIRST_GUESS = 60.0
 
 
-class SkippedPrefixes:
-    """Per store and agent: a seq ``upto`` and a set of message ids such that every turn with
-    seq <= ``upto`` has its id in the set, learned by earlier briefings.
+class Known(NamedTuple):
+    """Every turn with ``lo <= seq <= hi`` has its id in ``ids`` (see ``SkippedTurns``). A
+    negative ``hi`` marks an agent whose next ``-hi`` briefings make no small first read."""
+
+    hi: int
+    ids: frozenset[str]
+    lo: int = 1
+
+
+class SkippedTurns:
+    """Per store and agent: a block of turns, ``lo`` to ``hi``, whose ids are all in a set,
+    learned by earlier briefings.
 
     Turns are append-only (a trigger refuses UPDATE and DELETE), so what held when it was
     learned holds for good: a later briefing whose excluded ids include the set knows, without
     reading them, that those turns would all be skipped. In a loop that briefs before every
     model call, with the whole conversation in the input, this turns a read of the whole
-    history per call into a read of the few turns recorded since the last call.
+    history per call into a read of the few turns recorded since the last call. The block
+    starts at the oldest turn (``lo`` 1) when the input holds the agent's whole history; when
+    the agent has older turns the input does not hold (an earlier thread), it starts above
+    them, and the briefing reads the new turns, steps over the block, and reads those.
 
-    An agent whose history has turns the input does not hold, below the newest few, is marked
-    (a negative ``upto``): a first small page cannot settle its history, so its next
-    ``RETRY`` briefings read as before, without trying.
+    An agent whose history has turns the input does not hold above a block that fit its input
+    (another thread recorded since) is marked (a negative ``hi``): a first small read would
+    miss again, so its next ``RETRY`` briefings read as before, without trying.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_store: weakref.WeakKeyDictionary[
-            RecallStore, dict[str, tuple[int, frozenset[str]]]
-        ] = weakref.WeakKeyDictionary()
+        self._by_store: weakref.WeakKeyDictionary[RecallStore, dict[str, Known]]
+        self._by_store = weakref.WeakKeyDictionary()
 
-    def get(self, store: RecallStore, agent_id: str) -> tuple[int, frozenset[str]] | None:
+    def get(self, store: RecallStore, agent_id: str) -> Known | None:
         with self._lock:
             return self._by_store.get(store, {}).get(agent_id)
 
-    def count_down(self, store: RecallStore, agent_id: str) -> tuple[int, frozenset[str]] | None:
+    def count_down(self, store: RecallStore, agent_id: str) -> Known | None:
         """The entry; a marked one counts one briefing off its wait."""
         with self._lock:
             known = self._by_store.get(store)
             entry = known.get(agent_id) if known is not None else None
-            if known is not None and entry is not None and entry[0] < 0:
-                known[agent_id] = (entry[0] + 1, entry[1])
+            if known is not None and entry is not None and entry.hi < 0:
+                known[agent_id] = entry._replace(hi=entry.hi + 1)
             return entry
 
-    def put(self, store: RecallStore, agent_id: str, entry: tuple[int, frozenset[str]]) -> None:
+    def put(self, store: RecallStore, agent_id: str, entry: Known) -> None:
         with self._lock:
             known = self._by_store.setdefault(store, {})
             if len(known) > 4096:  # a long-lived process briefing many agents: start over
@@ -62,7 +73,7 @@ class SkippedPrefixes:
             known[agent_id] = entry
 
 
-SKIPPED = SkippedPrefixes()
+SKIPPED = SkippedTurns()
 RETRY = 16  # briefings of a marked agent before a small first page is tried again
 
 
@@ -81,11 +92,15 @@ class TurnReader:
         self.scanned = 0
         self._first: list[TurnView] | None = None
         self._handed_first = False
-        # What this briefing learns for the next one (see SkippedPrefixes).
-        self._top: int | None = None  # the newest seq, when a full probe page told it
+        # Turns lo..hi known to be in the input, stepped over unread (from SKIPPED).
+        self._block: tuple[int, int] | None = None
+        # What this briefing learns for the next one (see SkippedTurns).
+        self._top: int | None = None  # the newest seq, when a full first page told it
         self._low_view: int | None = None  # the lowest seq of a turn read and not skipped
+        self._high_view: int | None = None  # the highest such seq
         self._reached_start = False
         self._missed = False  # a probe was read and could not settle the history
+        self._fit = False  # the probe had a block that this input holds
 
     def _size(self, unit_cost: float) -> int:
         # Rows still worth reading: what is left over a turn's typical cost, plus the
@@ -102,39 +117,48 @@ class TurnReader:
         return self._first
 
     def _probe(self, size: int) -> list[TurnView] | None:
-        """The newest few turns, when they settle the whole history; else None (and what the
-        probe learned is kept for the next briefing).
+        """The first page, from a small read of the newest turns and what an earlier briefing
+        proved; None when that cannot be known (the full first page is then read).
 
-        The probe is a prefix of the first page the full read would take (at most ``size``
-        rows), and it settles the history only when that page and every later one would hold
-        no other turn to show: the probe reached the oldest turn, or everything older than it
-        is known to be in the input. So the turns shown, the memory query taken from them and
-        the text are exactly those of the full read.
+        What this returns is exactly the first page the full read would take (``size`` rows
+        from the newest, the skipped ones left out), and the reader is left where the full
+        read would be after it, so the turns shown, the memory query taken from them and the
+        text are exactly those of the full read. The probe reads the newest turns (mostly the
+        ones recorded since the block was learned, all in the input) and two more; when that
+        reaches the block, the block is stepped over unread, and the rest of the page comes
+        from below it (nothing, when the block starts at the oldest turn).
         """
         if not self.skip:
             return None  # nothing is skipped, so nothing can be known to be
         entry = SKIPPED.count_down(self.store, self.agent_id)
-        if entry is not None and entry[0] < 0:
+        if entry is not None and (entry.hi < 0 or not entry.ids <= self.skip):
+            # Marked, or learned from another input (a window over the conversation that has
+            # moved on): a small read would not settle anything.
             return None
-        upto = 0
-        fresh = len(self.skip)
-        if entry is not None and entry[1] <= self.skip:
-            upto, fresh = entry[0], len(self.skip) - len(entry[1])
-        # The turns recorded since ``upto`` are mostly in the input (``fresh`` new ids); two
-        # more rows so that the page reaches below ``upto`` in the usual case.
-        limit = min(fresh + 2, size) if upto else min(2, size)
+        lo, hi, fresh = 1, 0, len(self.skip)
+        if entry is not None:
+            lo, hi, fresh = entry.lo, entry.hi, len(self.skip) - len(entry.ids)
+            self._fit = hi > 0
+        # The turns recorded since the block are mostly in the input (``fresh`` new ids); two
+        # more rows so that the page reaches into the block in the usual case.
+        limit = min(fresh + 2, size) if hi else min(2, size)
         page, before = self.store.turn_page(self.agent_id, limit, skip_ids=self.skip)
-        if before is None or before <= upto + 1:
-            if before is not None:
-                self._top = before + limit - 1
+        self._saw(page)
+        if before is not None:
+            # A full page (seqs are contiguous from 1): the newest seq is known.
+            self._top = before + limit - 1
+        if before is None or (lo <= 1 and before <= hi + 1):
             self.done = self._reached_start = True
             self.scanned = size
-            self._saw(page)
             return page
-        # A full page (seqs are contiguous from 1): the newest seq is known.
-        self._top = before + limit - 1
-        self._missed = True
-        return None
+        if before > hi + 1:
+            self._missed = True
+            return None
+        self._block = (lo, hi)
+        self.before, self.scanned = before, limit
+        self._step_over()
+        rest = size - self.scanned
+        return page + self._read(rest) if rest > 0 else page
 
     def next_page(self, unit_cost: float) -> list[TurnView]:
         """The next page holding a turn to show; empty once the history (or the scan) ends."""
@@ -148,16 +172,29 @@ class TurnReader:
         # left out the older turns the input does not hold, and the briefing, having proved
         # nothing, re-read that page at every model call. Skipped rows are never decoded, and
         # the scan stays capped.
-        while not (self.done or self.scanned > len(self.skip) + SCAN_ROWS):
+        while True:
+            self._step_over()
+            if self.done or self.scanned > len(self.skip) + SCAN_ROWS:
+                return []
             page = self._read(self._size(unit_cost))
             if page:
                 return page
-        return []
+
+    def _step_over(self) -> None:
+        """Move past the known block, unread, when the next rows to read are in it."""
+        if self._block is not None and self.before is not None:
+            lo, hi = self._block
+            if lo < self.before <= hi + 1:
+                self.scanned += self.before - lo  # as if read: the scan cap counts them
+                self.before = lo
 
     def _read(self, limit: int) -> list[TurnView]:
+        first = self.before is None
         page, self.before = self.store.turn_page(
             self.agent_id, limit, before=self.before, skip_ids=self.skip
         )
+        if first and self.before is not None and self._top is None:
+            self._top = self.before + limit - 1  # a full first page: the newest seq
         self.scanned += limit
         self.done = self.before is None
         self._reached_start = self.done
@@ -167,33 +204,42 @@ class TurnReader:
     def _saw(self, page: list[TurnView]) -> None:
         if page:  # newest first, and each page older than the last
             self._low_view = page[-1].seq
+            if self._high_view is None:
+                self._high_view = page[0].seq
 
     def remember(self) -> None:
-        """Keep what this briefing proved for the next one (see SkippedPrefixes)."""
+        """Keep what this briefing proved for the next one (see SkippedTurns)."""
         if not self.skip:
             return
         entry = SKIPPED.get(self.store, self.agent_id)
-        if entry is not None and entry[0] < 0:
+        if entry is not None and entry.hi < 0:
             return
-        if not self._reached_start:
-            # The budget was spent (or the scan cap hit) before the oldest turn: nothing is
-            # known below the last page. After a probe that did not settle it, the newest
-            # turns hold work the input does not, and a probe would miss again.
+        if self._missed and self._fit:
+            # Turns the input does not hold sit above a block it does (another thread
+            # recorded since): a small first read would miss again for a while.
+            SKIPPED.put(self.store, self.agent_id, Known(-RETRY, frozenset()))
+            return
+        top = self._top
+        if top is None:
+            return  # the whole history was one short page: nothing worth keeping
+        # Rows were read from the newest down, contiguously but for a block known skipped, so
+        # every row above the newest one not skipped was skipped (the top block) and, when
+        # the oldest was reached, every row below the lowest one not skipped (the bottom one).
+        if self._high_view is None:
+            lo = 1 if self._reached_start or self.before is None else self.before
+            blocks = [(lo, top)]
+        else:
+            blocks = [(self._high_view + 1, top)]
+            if self._reached_start and self._low_view is not None:
+                blocks.append((1, min(top, self._low_view - 1)))
+        lo, hi = max(blocks, key=lambda b: b[1] - b[0])
+        if hi < lo:
             if self._missed:
-                SKIPPED.put(self.store, self.agent_id, (-RETRY, frozenset()))
+                # Turns the input does not hold are the newest: a small first read would
+                # miss again for a while.
+                SKIPPED.put(self.store, self.agent_id, Known(-RETRY, frozenset()))
             return
-        # Every turn from seq 1 up to the newest was read (or known skipped): those below the
-        # lowest turn shown, and no newer than the newest seq known, were all in the input.
-        known = entry[0] if entry is not None and entry[1] <= self.skip else 0
-        upto = self._top if self._top is not None else known
-        if self._low_view is not None:
-            upto = min(upto, self._low_view - 1)
-        if self._missed and self._top is not None and upto < self._top:
-            # Turns the input does not hold sit below the newest few: a small first page
-            # would only add a read to each briefing of this agent for a while.
-            SKIPPED.put(self.store, self.agent_id, (-RETRY, frozenset()))
-            return
-        SKIPPED.put(self.store, self.agent_id, (max(upto, 0), self.skip))
+        SKIPPED.put(self.store, self.agent_id, Known(hi, self.skip, lo))
 
 
 def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:

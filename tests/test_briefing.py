@@ -682,3 +682,74 @@ def test_an_input_without_the_older_turns_costs_no_extra_read_per_call(
         pages.append(len(limits))
     # One small first page, then as many pages as before each time: it is not tried again.
     assert pages[1:] == [pages[1]] * 9 and pages[0] == pages[1] + 1
+
+
+def test_an_agent_with_an_earlier_thread_is_briefed_reading_only_the_new_turns(
+    store: RecallStore, store_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The agent's earlier thread, then a long conversation the model's input holds whole: each
+    # briefing shows the earlier thread's turns, and, once one has read the conversation, the
+    # next ones read the few turns recorded since and the earlier thread, not the conversation.
+    fresh = RecallStore.open(store_target)
+    try:
+        store.record("a", [m for j in range(900, 903) for m in _exchange(j)], thread_id="old")
+        convo = [m for i in range(300) for m in _exchange(i)]
+        store.record("a", convo, thread_id="t")
+        limits = _rows_read(store, monkeypatch)
+        first = store.briefing("a", exclude_msg_ids=_ids(convo))
+        assert sum(limits) >= len(convo)
+        for i in range(300, 305):
+            convo += _exchange(i)
+            store.record("a", _exchange(i), thread_id="t")
+            limits.clear()
+            warm = store.briefing("a", exclude_msg_ids=_ids(convo))
+            assert all(f"answer {j}" in warm.text for j in range(900, 903))
+            # Two reads: the new turns and two more, then (the conversation stepped over) the
+            # earlier thread's 12 turns, in a page sized by the budget alone (at most 256 rows
+            # and a few), not by the 1200 turns of the conversation.
+            assert len(limits) == 2 and limits[0] <= 4 + 2 and limits[1] <= 260, limits
+            cold = fresh.briefing("a", exclude_msg_ids=_ids(convo))
+            _briefing_turns.SKIPPED._by_store.pop(fresh, None)
+            assert warm == cold
+        assert first.text == warm.text
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_briefings_that_step_over_known_turns_say_what_a_full_read_says(
+    store: RecallStore, store_target: str, seed: int
+) -> None:
+    # Random histories: turns of other threads at random places between the conversation's,
+    # inputs that grow, lose their oldest turns or miss some, budgets small and large. A
+    # briefing that uses what earlier ones proved must read exactly as one that reads it all.
+    import random
+
+    rng = random.Random(seed)
+    fresh = RecallStore.open(store_target)
+    try:
+        agent = f"fuzz-{seed}"
+        convo: list = []
+        n = 0
+        for step in range(14):
+            kind = rng.random()
+            count = rng.randint(1, 30)
+            batch = [m for j in range(n, n + count) for m in _exchange(j)]
+            n += count
+            if kind < 0.25:
+                store.record(agent, batch, thread_id="other")  # not in the input
+            else:
+                store.record(agent, batch, thread_id="t")
+                convo += batch
+            seen = convo
+            if rng.random() < 0.2:
+                seen = convo[rng.randint(0, len(convo) // 2) :]  # the oldest turns trimmed
+            elif rng.random() < 0.1:
+                seen = [m for m in convo if rng.random() < 0.97]  # a few left out
+            budget = rng.choice([300, 2000, 8000])
+            warm = store.briefing(agent, token_budget=budget, exclude_msg_ids=_ids(seen))
+            cold = fresh.briefing(agent, token_budget=budget, exclude_msg_ids=_ids(seen))
+            _briefing_turns.SKIPPED._by_store.pop(fresh, None)
+            assert warm == cold, (seed, step)
+    finally:
+        fresh.close()
