@@ -4,7 +4,8 @@ For 1k, 10k and 100k recorded turns (one agent each, realistic turns: tool calls
 some 10,000-character outputs stored whole, recall-tool chatter, an open action, working state
 and pointers) it times ``store.briefing(agent, 2000)``, interleaved so machine noise lands on
 every size alike; then the hook's whole per-call work (record nothing new, build the briefing)
-for a 100-message thread, and for a 1k and a 10k-turn thread held whole in the input; then a
+for a 100-message thread, and for a 1k and a 10k-turn thread held whole in the input; the
+briefing of an agent with an earlier thread beside a 10k-turn conversation in the input; then a
 full resume in a fresh process: open the store, take the lease, settle, build the first
 briefing, at 100k turns, with the import of the package reported apart. Wall time and this
 process's CPU time are both given: on a machine shared with other jobs, wall time grows with
@@ -216,6 +217,17 @@ def bench_backend(name: str, target: str, rounds: int, calls: int, resume: int) 
         cases[f"pre_model_hook body, the whole {n:,}-turn thread in the input"] = (
             lambda s=in_input, c=at: _pre_model(s, c, opts)  # type: ignore[misc]
         )
+    # The same 10k-turn conversation for an agent that also has an earlier thread (turns the
+    # input does not hold, below it): the briefing shows those, and must not read the whole
+    # conversation again at every call to find them.
+    two = "bench-two-threads"
+    store.record(two, history(60, two + "-old"), thread_id="t-0")
+    for start in range(0, 10_000, 2000):
+        store.record(two, whole[10_000][start : start + 2000], thread_id="t-1")
+    conversation = [m.id for m in whole[10_000]]
+    cases["briefing, an earlier thread's 60 turns and a 10,000-turn conversation in the input"] = (
+        lambda: store.briefing(two, token_budget=BUDGET, exclude_msg_ids=conversation)
+    )
     # For scale, beside them: what LangGraph itself does with that 10k-turn channel at every
     # checkpoint that adds a message to it (its serializer writes the whole list).
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
