@@ -156,9 +156,8 @@ class TurnReader:
             return None
         self._block = (lo, hi)
         self.before, self.scanned = before, limit
-        self._step_over()
-        rest = size - self.scanned
-        return page + self._read(rest) if rest > 0 else page
+        rest = size - limit
+        return page + self._page(rest) if rest > 0 else page
 
     def next_page(self, unit_cost: float) -> list[TurnView]:
         """The next page holding a turn to show; empty once the history (or the scan) ends."""
@@ -173,20 +172,28 @@ class TurnReader:
         # nothing, re-read that page at every model call. Skipped rows are never decoded, and
         # the scan stays capped.
         while True:
-            self._step_over()
             if self.done or self.scanned > len(self.skip) + SCAN_ROWS:
                 return []
-            page = self._read(self._size(unit_cost))
+            page = self._page(self._size(unit_cost))
             if page:
                 return page
 
-    def _step_over(self) -> None:
-        """Move past the known block, unread, when the next rows to read are in it."""
+    def _page(self, limit: int) -> list[TurnView]:
+        """The full read's next page of ``limit`` rows, its rows in the known block not read.
+
+        The pages keep the full read's bounds (a page wholly in the block is passed over as
+        the empty page it would be): the scan cap is checked between pages, so a page cut at
+        the block's bottom instead moved where the cap ends the read, and what it shows."""
         if self._block is not None and self.before is not None:
             lo, hi = self._block
             if lo < self.before <= hi + 1:
-                self.scanned += self.before - lo  # as if read: the scan cap counts them
-                self.before = lo
+                inside = min(limit, self.before - lo)
+                self.scanned += inside  # as if read: the scan cap counts them
+                self.before -= inside  # lo > 1 (see _probe), so the page was full
+                if inside == limit:
+                    return []
+                limit -= inside  # the rest of the page, below the block
+        return self._read(limit)
 
     def _read(self, limit: int) -> list[TurnView]:
         first = self.before is None
@@ -227,6 +234,8 @@ class TurnReader:
         # the oldest was reached, every row below the lowest one not skipped (the bottom one).
         if self._high_view is None:
             lo = 1 if self._reached_start or self.before is None else self.before
+            if self._block is not None and self._block[0] <= lo <= self._block[1] + 1:
+                lo = self._block[0]  # the read stopped in the block (the cap): keep all of it
             blocks = [(lo, top)]
         else:
             blocks = [(self._high_view + 1, top)]

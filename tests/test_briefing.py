@@ -716,6 +716,32 @@ def test_an_agent_with_an_earlier_thread_is_briefed_reading_only_the_new_turns(
         fresh.close()
 
 
+def test_a_briefing_stepping_over_a_long_block_stops_its_scan_where_a_full_read_does(
+    store: RecallStore, store_target: str
+) -> None:
+    # More than a page of the conversation in the input (4400 messages), over 1000 turns of an
+    # earlier thread below it, and one turn of another thread recorded above it since: the scan
+    # cap ends the read among the earlier turns. Stepping over the block to its bottom and paging
+    # from there put the pages, and so the cap's cut, a turn off the full read's.
+    fresh = RecallStore.open(store_target)
+    try:
+        agent = "long-block"
+        store.record(
+            agent, [HumanMessage(f"old {i}", id=f"o{i}") for i in range(1100)], thread_id="old"
+        )
+        convo = [AIMessage(f"c {i}", id=f"c{i}") for i in range(4400)]
+        store.record(agent, convo, thread_id="t")
+        store.briefing(agent, token_budget=8000, exclude_msg_ids=_ids(convo))
+        store.record(agent, [HumanMessage("side", id="side")], thread_id="side")
+        convo.append(AIMessage("c new", id="c-new"))
+        store.record(agent, convo[-1:], thread_id="t")
+        warm = store.briefing(agent, token_budget=8000, exclude_msg_ids=_ids(convo))
+        cold = fresh.briefing(agent, token_budget=8000, exclude_msg_ids=_ids(convo))
+        assert warm == cold
+    finally:
+        fresh.close()
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_briefings_that_step_over_known_turns_say_what_a_full_read_says(
     store: RecallStore, store_target: str, seed: int
