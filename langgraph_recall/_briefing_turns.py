@@ -27,6 +27,7 @@ class Known(NamedTuple):
     hi: int
     ids: frozenset[str]
     lo: int = 1
+    top: int = 0  # the newest seq when it was learned: ``top - hi`` rows sit above the block
 
 
 class SkippedTurns:
@@ -138,6 +139,7 @@ class TurnReader:
         lo, hi, fresh = 1, 0, len(self.skip)
         if entry is not None:
             lo, hi, fresh = entry.lo, entry.hi, len(self.skip) - len(entry.ids)
+            fresh += max(0, entry.top - hi)  # rows that were above the block already
             self._fit = hi > 0
         # The turns recorded since the block are mostly in the input (``fresh`` new ids); two
         # more rows so that the page reaches into the block in the usual case.
@@ -241,6 +243,11 @@ class TurnReader:
             blocks = [(self._high_view + 1, top)]
             if self._reached_start and self._low_view is not None:
                 blocks.append((1, min(top, self._low_view - 1)))
+        if self._block is not None:
+            # The block stepped over still holds (its ids are in this input): kept when it is
+            # the largest, so a turn the input does not hold recorded above it (another thread)
+            # does not leave the next briefings reading it all again.
+            blocks.append(self._block)
         lo, hi = max(blocks, key=lambda b: b[1] - b[0])
         if hi < lo:
             if self._missed:
@@ -248,7 +255,7 @@ class TurnReader:
                 # miss again for a while.
                 SKIPPED.put(self.store, self.agent_id, Known(-RETRY, frozenset()))
             return
-        SKIPPED.put(self.store, self.agent_id, Known(hi, self.skip, lo))
+        SKIPPED.put(self.store, self.agent_id, Known(hi, self.skip, lo, top))
 
 
 def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:

@@ -716,6 +716,34 @@ def test_an_agent_with_an_earlier_thread_is_briefed_reading_only_the_new_turns(
         fresh.close()
 
 
+def test_a_turn_of_another_thread_above_the_conversation_does_not_bring_back_full_reads(
+    store: RecallStore, store_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One turn of another thread recorded above the conversation between two model calls: the
+    # briefing after it stepped over the conversation, but kept only the few turns above that
+    # turn, and every later one read the whole conversation again.
+    fresh = RecallStore.open(store_target)
+    try:
+        store.record("a", [m for j in range(900, 903) for m in _exchange(j)], thread_id="old")
+        convo = [m for i in range(300) for m in _exchange(i)]
+        store.record("a", convo, thread_id="t")
+        limits = _rows_read(store, monkeypatch)
+        store.briefing("a", exclude_msg_ids=_ids(convo))
+        for i in range(300, 306):
+            if i == 302:
+                store.record("a", [HumanMessage("side", id="side")], thread_id="side")
+            convo += _exchange(i)
+            store.record("a", _exchange(i), thread_id="t")
+            limits.clear()
+            warm = store.briefing("a", exclude_msg_ids=_ids(convo))
+            assert sum(limits) < 300, (i, limits)  # not the 1200 turns of the conversation
+            cold = fresh.briefing("a", exclude_msg_ids=_ids(convo))
+            _briefing_turns.SKIPPED._by_store.pop(fresh, None)
+            assert warm == cold
+    finally:
+        fresh.close()
+
+
 def test_a_briefing_stepping_over_a_long_block_stops_its_scan_where_a_full_read_does(
     store: RecallStore, store_target: str
 ) -> None:
