@@ -222,8 +222,8 @@ MUTATIONS = [
         "briefing_step_over_exact",
         "briefing: stepping over a known block lands on its first turn, not below it",
         "langgraph_recall/_briefing_turns.py",
-        "                self.before = lo\n",
-        "                self.before = lo - 1\n",
+        "                inside = min(limit, self.before - lo)\n",
+        "                inside = min(limit, self.before - lo + 1)\n",
         ("tests/test_briefing.py::-k::step_over_known_turns",),
     ),
     Mutation(
@@ -233,6 +233,22 @@ MUTATIONS = [
         "            if lo < self.before <= hi + 1:\n",
         "            if False:\n",
         ("tests/test_briefing.py::-k::earlier_thread_is_briefed_reading_only",),
+    ),
+    Mutation(
+        "briefing_block_page_bounds",
+        "briefing: stepping over a block keeps the full read's page bounds (where the scan cap cuts)",
+        "langgraph_recall/_briefing_turns.py",
+        "                limit -= inside  # the rest of the page, below the block\n",
+        "",
+        ("tests/test_briefing.py::-k::stops_its_scan_where_a_full_read_does",),
+    ),
+    Mutation(
+        "briefing_block_kept",
+        "briefing: a block stepped over is kept, so a turn of another thread above it costs no full reads",
+        "langgraph_recall/_briefing_turns.py",
+        "            blocks.append(self._block)\n",
+        "            pass\n",
+        ("tests/test_briefing.py::-k::does_not_bring_back_full_reads",),
     ),
     Mutation(
         "briefing_skipped_page",
