@@ -499,8 +499,18 @@ def test_waiting_for_agents_held_elsewhere_leaves_other_runs_free(
 
 @pytest.mark.timeout(120)
 def test_a_run_queued_in_this_process_never_runs_on_a_lease_the_database_shows_free(
-    store: RecallStore,
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The database release takes a while (a slow server, a descheduled thread): what a run
+    # queued in this process does meanwhile decides the test, not how the scheduler ran them.
+    for name in ("_end_run", "release_lease"):
+        real = getattr(store, name)
+
+        def slow(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            time.sleep(0.02)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, slow)
     left: list[float] = []  # at each step: seconds left on the agent's lease in the database
 
     def on_step(k: int, cfg: Any) -> None:
@@ -517,13 +527,27 @@ def test_a_run_queued_in_this_process_never_runs_on_a_lease_the_database_shows_f
                 graph.ainvoke(turn_input("b", 2), config(f"tb{i}", f"agent-{i}")),
             )
 
+    def threads() -> None:
+        for i in range(20, 30):  # the same, each run on a thread of its own (invoke)
+            both = [
+                threading.Thread(
+                    target=graph.invoke, args=(turn_input(x, 2), config(f"t{x}{i}", f"agent-{i}"))
+                )
+                for x in "ab"
+            ]
+            for t in both:
+                t.start()
+            for t in both:
+                t.join()
+
     # The first run gave its slot back before its database release: the queued run re-took
     # the lease (same holder, same epoch), and the release then ended it under that run.
     asyncio.run(pairs())
-    assert len(left) == 80 and all(s > 0 for s in left), sorted(left)[:3]
+    threads()
+    assert len(left) == 120 and all(s > 0 for s in left), sorted(left)[:3]
     # One process's runs took turns: the second took a released lease, so the epoch stayed
     # (taken while still live, it would count as another process and fence the first out).
-    assert {store.lease(f"agent-{i}").epoch for i in range(20)} == {1}
+    assert {store.lease(f"agent-{i}").epoch for i in range(30)} == {1}
     cp.close()
 
 
