@@ -684,6 +684,25 @@ def test_an_input_without_the_older_turns_costs_no_extra_read_per_call(
     assert pages[1:] == [pages[1]] * 9 and pages[0] == pages[1] + 1
 
 
+def _earlier_thread_then_conversation(store: RecallStore) -> list:
+    """Agent "a": three exchanges on an earlier thread, then a conversation of 300 exchanges
+    (1200 messages) on thread "t"; returns the conversation."""
+    store.record("a", [m for j in range(900, 903) for m in _exchange(j)], thread_id="old")
+    convo = [m for i in range(300) for m in _exchange(i)]
+    store.record("a", convo, thread_id="t")
+    return convo
+
+
+def _as_a_full_read_says(store: RecallStore, fresh: RecallStore, convo: list) -> Briefing:
+    """Agent "a"'s briefing with ``convo`` in the input, from ``store`` (using what earlier
+    briefings proved), checked equal to ``fresh``'s, which reads everything."""
+    warm = store.briefing("a", exclude_msg_ids=_ids(convo))
+    cold = fresh.briefing("a", exclude_msg_ids=_ids(convo))
+    _briefing_turns.SKIPPED._by_store.pop(fresh, None)  # forget: the next one is a first again
+    assert warm == cold
+    return warm
+
+
 def test_an_agent_with_an_earlier_thread_is_briefed_reading_only_the_new_turns(
     store: RecallStore, store_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -692,9 +711,7 @@ def test_an_agent_with_an_earlier_thread_is_briefed_reading_only_the_new_turns(
     # next ones read the few turns recorded since and the earlier thread, not the conversation.
     fresh = RecallStore.open(store_target)
     try:
-        store.record("a", [m for j in range(900, 903) for m in _exchange(j)], thread_id="old")
-        convo = [m for i in range(300) for m in _exchange(i)]
-        store.record("a", convo, thread_id="t")
+        convo = _earlier_thread_then_conversation(store)
         limits = _rows_read(store, monkeypatch)
         first = store.briefing("a", exclude_msg_ids=_ids(convo))
         assert sum(limits) >= len(convo)
@@ -702,15 +719,12 @@ def test_an_agent_with_an_earlier_thread_is_briefed_reading_only_the_new_turns(
             convo += _exchange(i)
             store.record("a", _exchange(i), thread_id="t")
             limits.clear()
-            warm = store.briefing("a", exclude_msg_ids=_ids(convo))
+            warm = _as_a_full_read_says(store, fresh, convo)
             assert all(f"answer {j}" in warm.text for j in range(900, 903))
             # Two reads: the new turns and two more, then (the conversation stepped over) the
             # earlier thread's 12 turns, in a page sized by the budget alone (at most 256 rows
             # and a few), not by the 1200 turns of the conversation.
             assert len(limits) == 2 and limits[0] <= 4 + 2 and limits[1] <= 260, limits
-            cold = fresh.briefing("a", exclude_msg_ids=_ids(convo))
-            _briefing_turns.SKIPPED._by_store.pop(fresh, None)
-            assert warm == cold
         assert first.text == warm.text
     finally:
         fresh.close()
@@ -724,9 +738,7 @@ def test_a_turn_of_another_thread_above_the_conversation_does_not_bring_back_ful
     # turn, and every later one read the whole conversation again.
     fresh = RecallStore.open(store_target)
     try:
-        store.record("a", [m for j in range(900, 903) for m in _exchange(j)], thread_id="old")
-        convo = [m for i in range(300) for m in _exchange(i)]
-        store.record("a", convo, thread_id="t")
+        convo = _earlier_thread_then_conversation(store)
         limits = _rows_read(store, monkeypatch)
         store.briefing("a", exclude_msg_ids=_ids(convo))
         for i in range(300, 306):
@@ -735,11 +747,8 @@ def test_a_turn_of_another_thread_above_the_conversation_does_not_bring_back_ful
             convo += _exchange(i)
             store.record("a", _exchange(i), thread_id="t")
             limits.clear()
-            warm = store.briefing("a", exclude_msg_ids=_ids(convo))
+            _as_a_full_read_says(store, fresh, convo)
             assert sum(limits) < 300, (i, limits)  # not the 1200 turns of the conversation
-            cold = fresh.briefing("a", exclude_msg_ids=_ids(convo))
-            _briefing_turns.SKIPPED._by_store.pop(fresh, None)
-            assert warm == cold
     finally:
         fresh.close()
 

@@ -232,13 +232,8 @@ def test_a_message_put_in_the_middle_of_recorded_history_is_recorded(store: Reca
     assert [t.msg_id for t in store.turns("agent-edit")] == ["h1", "a1", "a2", "a1-summary"]
 
 
-def test_id_less_messages_are_recorded_once_however_often_the_hook_sees_them(
-    store: RecallStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A channel without add_messages keeps messages without ids: they are known by their
-    # stable keys (content, thread, place), named at every call.
-    from langgraph_recall.store._transcript import with_stable_ids
-
+def _sends(store: RecallStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many messages each ``store.record`` call is given, as they happen."""
     sent: list[int] = []
     real = store.record
 
@@ -247,6 +242,17 @@ def test_id_less_messages_are_recorded_once_however_often_the_hook_sees_them(
         return real(agent_id, messages, **kwargs)
 
     monkeypatch.setattr(store, "record", record)
+    return sent
+
+
+def test_id_less_messages_are_recorded_once_however_often_the_hook_sees_them(
+    store: RecallStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A channel without add_messages keeps messages without ids: they are known by their
+    # stable keys (content, thread, place), named at every call.
+    from langgraph_recall.store._transcript import with_stable_ids
+
+    sent = _sends(store, monkeypatch)
     convo: list = [HumanMessage("q"), AIMessage("a")]
     assert _hooks.record_messages(store, "agent-idless", convo, thread_id="t") == 2
     convo = [*convo, HumanMessage("q2")]
@@ -265,14 +271,7 @@ def test_the_ids_the_hooks_keep_are_bounded_and_forgetting_loses_nothing(
     store: RecallStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_hooks, "MAX_IDS", 10)
-    sent: list[int] = []
-    real = store.record
-
-    def record(agent_id: str, messages: list, **kwargs: Any) -> int:
-        sent.append(len(messages))
-        return real(agent_id, messages, **kwargs)
-
-    monkeypatch.setattr(store, "record", record)
+    sent = _sends(store, monkeypatch)
     a = [HumanMessage(f"a{i}", id=f"a{i}") for i in range(8)]
     b = [HumanMessage(f"b{i}", id=f"b{i}") for i in range(6)]
     assert _hooks.record_messages(store, "ag", a[:6], thread_id="ta") == 6
