@@ -581,3 +581,20 @@ def test_a_lease_lost_as_the_run_ends_leaves_its_turns_to_the_new_holder(
         graph.invoke(turn_input("go", 2), config("t1", "agent-1"), durability="sync")
     assert recorded_ids(store, "agent-1") == []
     cp.close()
+
+
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_a_rewritten_list_hands_over_only_what_the_restored_one_lacked(with_ids: bool) -> None:
+    # A run restores [q, a, r]; a node then rewrites the list (a summary in place of the
+    # oldest two). Only the summary and the new reply are new: the restored reply, compared
+    # by id (its own, or the stable key of an id-less message), is not handed over again.
+    def msg(cls: Any, text: str, mid: str) -> Any:
+        return cls(text, id=mid) if with_ids else cls(text)
+
+    q, a, r = msg(HumanMessage, "q", "q"), msg(AIMessage, "a", "a"), msg(AIMessage, "r", "r")
+    cursor = _recording.MessageCursor([q, a, r], "t")
+    summary, reply = msg(AIMessage, "summary", "s"), msg(AIMessage, "next", "n")
+    fresh = cursor.new_messages([summary, r, reply])
+    # Id-less, the reply's key holds its place in the channel: moved, it is another message.
+    expected = ["summary", "next"] if with_ids else ["summary", "r", "next"]
+    assert [m.content for m in fresh] == expected
