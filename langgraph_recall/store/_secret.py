@@ -168,15 +168,10 @@ def _sqlite_secret_locked(
         if given is not None:
             return given
         if saved_secret is None:
-            from_env = os.environ.get(ENV_SECRET)
-            if from_env:
-                return from_env.encode()
-            raise RecallError(
-                f"{db_path} was opened with secret=..., so its secret file {path} keeps only the "
-                "store id: pass the same secret= to RecallStore.open, or set "
-                f"{ENV_SECRET} to it (the CLI reads {ENV_SECRET}).",
-                code="secret_missing",
-                path=path,
+            return _secret_from_env(
+                path,
+                f"{db_path} was opened with secret=..., so its secret file {path} keeps "
+                "only the store id",
             )
         return saved_secret
     if given is not None:
@@ -195,21 +190,31 @@ def _sqlite_secret_locked(
         # Records but no store id and no secret file: a store opened with secret= before such
         # stores kept an id file. A secret made up here would read every approval as forged
         # (and, kept in the file, win over LANGGRAPH_RECALL_SECRET for good).
-        from_env = os.environ.get(ENV_SECRET)
-        if not from_env:
-            raise RecallError(
-                f"{db_path} holds records but no store id, and there is no secret file {path}: "
-                "it was opened with secret=..., so pass the same secret= to RecallStore.open, "
-                f"or set {ENV_SECRET} to it (the CLI reads {ENV_SECRET}).",
-                code="secret_missing",
-                path=path,
-            )
+        secret = _secret_from_env(
+            path,
+            f"{db_path} holds records but no store id, and there is no secret file {path}, "
+            "so it was opened with secret=...",
+        )
         _write_secret_file(path, {"store_id": _set_store_id(db)})
-        return from_env.encode()
+        return secret
     store_id = store_id or _set_store_id(db)
     secret = secrets.token_bytes(32)
     _write_secret_file(path, {"store_id": store_id, "secret": secret.hex()})
     return secret
+
+
+def _secret_from_env(path: str, why: str) -> bytes:
+    """The secret of a store opened with ``secret=`` (it is the caller's, never in the file),
+    opened now without one: ``LANGGRAPH_RECALL_SECRET``, or ``secret_missing`` saying ``why``."""
+    from_env = os.environ.get(ENV_SECRET)
+    if from_env:
+        return from_env.encode()
+    raise RecallError(
+        f"{why}: pass the same secret= to RecallStore.open, or set {ENV_SECRET} to it (the CLI "
+        f"reads {ENV_SECRET}).",
+        code="secret_missing",
+        path=path,
+    )
 
 
 def _write_secret_file(path: str, content: dict[str, str]) -> None:
