@@ -433,15 +433,21 @@ class _Outermost:
         return out
 
 
+# A DSN's password as libpq reads it, for _redact and _dsn_passwords alike: a keyword DSN's
+# ``password=`` (a quoted value may hold \', libpq's escape, which does not end it), and a
+# URL's query parameter.
+_KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)(?:'((?:[^'\\]|\\.)*)'|(\S+))")
+_QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)([^&#]*)")
+
+
 def _redact(dsn: str) -> str:
     """The DSN without its password, for messages, ``repr`` and the CLI: a URL's userinfo
     password is dropped and a ``password=`` query parameter (libpq takes one there too) shown
     as ``***``; in a keyword DSN, ``password=`` is shown as ``***``."""
     if "://" not in dsn:
-        # A quoted value may hold \' (libpq's escape): the quote after it does not end it.
-        return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
+        return _KEYWORD_PASSWORD.sub(r"\1***", dsn)
     # The query first: a password there may hold an "@" that looks like the userinfo's end.
-    dsn = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", dsn)
+    dsn = _QUERY_PASSWORD.sub(r"\1***", dsn)
     if "@" not in dsn:
         return dsn
     # Up to the last "@": a password typed with "@", "/" or "?" unescaped is dropped whole.
@@ -454,16 +460,16 @@ def _dsn_passwords(dsn: str) -> set[str]:
     """The passwords written in ``dsn`` (as written, and percent-decoded)."""
     found: list[str] = []
     if "://" in dsn:
-        found += re.findall(r"(?i)[?&]password=([^&#]*)", dsn)
-        rest = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1", dsn.split("://", 1)[1])
+        found += [m.group(2) for m in _QUERY_PASSWORD.finditer(dsn)]
+        rest = _QUERY_PASSWORD.sub(r"\1", dsn.split("://", 1)[1])
         if "@" in rest:
             creds = rest.rsplit("@", 1)[0]
             if ":" in creds:
                 found.append(creds.split(":", 1)[1])
     else:
-        for m in re.finditer(r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'|(\S+))", dsn):
-            quoted = m.group(1)
-            found.append(re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else m.group(2))
+        for m in _KEYWORD_PASSWORD.finditer(dsn):
+            quoted = m.group(2)
+            found.append(re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else m.group(3))
     return {p for raw in found if raw for p in (raw, unquote(raw)) if p}
 
 
