@@ -343,7 +343,7 @@ def _load_undo(spec: str) -> dict[str, Callable[..., Any]]:
     from ..tools._undo import is_undo_function
 
     if not isinstance(found, dict) or not all(is_undo_function(f) for f in found.values()):
-        _fail(f"{spec} must be a dict of tool name to undo function", code=2)
+        _fail(f"{spec} must be a dict of tool name to undo function or LangChain tool", code=2)
     return dict(found)
 
 

@@ -183,7 +183,7 @@ class RecordsAPI(StoreBase):
             known = ", ".join(a.agent_id for a in self.agents()[:10]) or "none yet"
             raise RecallError(
                 f"no agent {agent_id!r} in {self._db.target} (known: {known}); check the agent id "
-                "(store.agents() lists the agents with records)",
+                "(store.agents(), or `langgraph-recall agents`, lists the agents with records)",
                 code="unknown_agent",
                 agent_id=agent_id,
             )
