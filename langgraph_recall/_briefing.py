@@ -144,9 +144,10 @@ def build_briefing(
 
     Raises:
         RecallError: ``invalid_value`` when the budget is too small to hold the briefing's
-            header (under about 100 tokens) or the counter is unusable, or too small to hold
-            every unconfirmed call even shortened with ``doubts_over_budget="raise"``
-            (``details["token_budget"]`` then names a budget that holds them).
+            header (its length depends on the agent id) or the counter is unusable, or too
+            small to hold every unconfirmed call even shortened with
+            ``doubts_over_budget="raise"``; for either budget ``details["token_budget"]``
+            names one that holds it.
     """
     if doubts_over_budget is None:
         doubts_over_budget = "count" if token_budget is None else "raise"
@@ -216,19 +217,14 @@ def _build(
     pointers = store.pointers(agent_id)
 
     header = [f"# Briefing: agent {agent_id}, from its records", _intro(open_actions, tool_hint)]
-    if sum(meter.cost(line) for line in header) > meter.left:
+    # Each line counted once (a custom counter is called per piece, at every model call).
+    cost = sum(meter.cost(line) for line in header)
+    if cost > meter.left:
         # The header's length depends on the agent id and the calls in doubt: name the
         # budget it needs (a fixed "at least 100" was refused for a long id, and too much
         # for a short one).
-        fit = meter.budget_for(sum(meter.cost(line) for line in header))
-        raise RecallError(
-            f"token_budget {token_budget} cannot hold even the briefing's header; give at "
-            f"least {fit} tokens",
-            code="invalid_value",
-            token_budget=fit,
-        )
-    for line in header:
-        meter.take(line)
+        raise _header_refused(token_budget, meter.budget_for(cost))
+    meter.used += cost
     placed: list[Section] = [Section("header", "", [(0, ln) for ln in header])]
 
     # Fill in priority order: each section takes what fits of what is left.
@@ -282,6 +278,14 @@ def _build(
         sections=tuple(s.name for s in placed if s.lines),
         shortened=shortened,
         turns_shown=shown,
+    )
+
+
+def _header_refused(budget: int, fit: int) -> RecallError:
+    return RecallError(
+        f"token_budget {budget} cannot hold even the briefing's header; give at least {fit} tokens",
+        code="invalid_value",
+        token_budget=fit,
     )
 
 
@@ -470,11 +474,7 @@ def _finish(
             default=None,
         )
         if worst is None:
-            raise RecallError(
-                f"token_budget {budget} cannot hold even the briefing's header; give at least "
-                "100 tokens",
-                code="invalid_value",
-            )
+            raise _header_refused(budget, int(tokens))  # this text is the header alone
         sec, i = worst
         if sec.name == "open_actions":
             calls = [k for k, (_, ln) in enumerate(sec.lines) if not ln.startswith(_MORE_DOUBTS)]
