@@ -105,8 +105,8 @@ MUTATIONS = [
         "async_resolver_under_invoke",
         "an async resolver is run to its end under invoke, not refused (failing the whole run)",
         "langgraph_recall/tools/_drive.py",
-        "        if inspect.iscoroutine(found):\n",
-        "        if False:\n",
+        "            if inspect.iscoroutine(found):\n",
+        "            if False:\n",
         ("tests/test_tools_in_doubt.py::-k::async_resolver_settles",),
     ),
     Mutation(
@@ -1678,8 +1678,8 @@ MUTATIONS = [
         "a resolver that raises leaves the call in doubt",
         "langgraph_recall/tools/_drive.py",
         "        except Exception as exc:\n            return _resolver_failed(step, exc)\n"
-        "        if inspect.iscoroutine(found):\n",
-        "        except Exception as exc:\n            raise\n        if inspect.iscoroutine(found):\n",
+        "        if inspect.isawaitable(found):\n",
+        "        except Exception as exc:\n            raise\n        if inspect.isawaitable(found):\n",
         ("tests/test_tools_calls.py::-k::resolver_that_raises and sync",),
     ),
     Mutation(

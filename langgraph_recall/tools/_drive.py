@@ -128,19 +128,14 @@ def _do_sync(step: Step) -> Any:
     if isinstance(step, Resolve):
         try:
             found = step.resolver(step.action)
+            if inspect.iscoroutine(found):
+                # An async resolver under invoke: run it to its end on an event loop of its
+                # own. Refused, it failed the whole run as soon as a tool raised InDoubt.
+                found = _run_coroutine(found)
         except GraphBubbleUp:
             raise  # an interrupt() asking a person: LangGraph's to handle
         except Exception as exc:
             return _resolver_failed(step, exc)
-        if inspect.iscoroutine(found):
-            # An async resolver under invoke: run it to its end on an event loop of its own.
-            # Refused, it failed the whole run as soon as a tool raised InDoubt.
-            try:
-                found = _run_coroutine(found)
-            except GraphBubbleUp:
-                raise
-            except Exception as exc:
-                return _resolver_failed(step, exc)
         if inspect.isawaitable(found):
             if hasattr(found, "close"):
                 found.close()  # type: ignore[union-attr]
