@@ -30,11 +30,6 @@ from typing import Any, Literal, Union, cast
 
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphInterrupt
-
-try:  # pragma: no cover - the mark's name differs across langgraph versions
-    from langgraph.errors import _INVALID_RESUME
-except ImportError:  # pragma: no cover
-    _INVALID_RESUME = "_langgraph_invalid_resume"
 from langgraph.types import interrupt
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import NotRequired, Required, TypedDict
@@ -43,6 +38,7 @@ from .._errors import RecallError
 from .._render import call_text
 from ..checkpoint._faults import fault_point
 from ..store import Approval, RecallStore
+from ._bound import _INVALID_RESUME
 from ._canonical import args_digest, canonical_args, edit_problem
 from ._drive import Io, Step, WaitTurn
 from ._order import asking_of, scratchpad_of, turns_for
