@@ -11,10 +11,10 @@ so the durable tool node runs them without an action record: ``tool.metadata["re
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langgraph.prebuilt import ToolRuntime
 
@@ -22,6 +22,7 @@ from ._briefing import RECALL_TOOL_NAMES
 from ._briefing_lines import TURN_REF
 from ._context import agent_id_of, store_of
 from ._errors import RecallError
+from ._render import call_text
 from .store._records import agent_ns
 from .store._transcript import content_text
 from .tools._classes import CLASS_KEY  # where the durable tool node reads a tool's class
@@ -121,10 +122,11 @@ def _turn_text(store: Any, agent: str, ref: str) -> str | None:
     else:
         text = content_text(fields.get("content", ""))
     # An assistant turn's calls are part of it (a turn of many calls is the one the briefing
-    # cuts to fit): each on a line of its own, its arguments whole.
+    # cuts to fit): each on a line of its own, written as the briefing writes it, its
+    # arguments whole.
     calls = [c for c in fields.get("tool_calls") or () if isinstance(c, dict)]
     lines = [
-        f"called {c.get('name')}({orjson.dumps(c.get('args') or {}, default=str).decode()})"
+        "called " + call_text(str(c.get("name")), c.get("args") or {}, max_arg=sys.maxsize)
         for c in calls
     ]
     return "\n".join([text, *lines] if text else lines)
