@@ -14,16 +14,27 @@ from langgraph_recall import ActionEnd, InDoubt
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
 
 
+def _doubtful_charge(effects: str, *, only_first: bool = False) -> Any:
+    """A charge tool whose request reaches the payment API (an effect recorded) and whose
+    answer is lost: it raises InDoubt (with ``only_first``, on the first request only)."""
+
+    @tool
+    def charge(order: str, key: IdempotencyKey) -> str:
+        """Charge an order."""
+        record_effect(effects, order=order, key=key)
+        if not only_first or len(read_effects(effects)) == 1:
+            raise InDoubt("the payment API closed the connection before answering")
+        return f"charged {order}"
+
+    return charge
+
+
 def test_a_tool_raising_in_doubt_leaves_the_action_open_and_is_not_retried(
     store: Any, saver: Any, tmp_path: Any
 ) -> None:
     effects = str(tmp_path / "charges")
 
-    @tool
-    def charge(order: str, key: IdempotencyKey) -> str:
-        """Charge an order."""
-        record_effect(effects, order=order, key=key)  # the request reached the payment API...
-        raise InDoubt("the payment API closed the connection before answering")  # ...no answer
+    charge = _doubtful_charge(effects)
 
     node = DurableToolNode([charge], classes={"charge": "external"})
     script = [reply("", call("charge", order="o-1")), reply("done")]
@@ -53,13 +64,7 @@ def test_a_tool_raising_in_doubt_is_shown_to_the_resolver_in_the_same_run(
     effects = str(tmp_path / "charges")
     asked: list[tuple[str, str]] = []
 
-    @tool
-    def charge(order: str, key: IdempotencyKey) -> str:
-        """Charge an order."""
-        record_effect(effects, order=order, key=key)
-        if len(read_effects(effects)) == 1:
-            raise InDoubt("the payment API closed the connection before answering")
-        return f"charged {order}"
+    charge = _doubtful_charge(effects, only_first=True)
 
     def check_ledger(action: Any) -> ActionEnd:
         asked.append((action.tool, action.status))
@@ -99,11 +104,7 @@ def test_in_doubt_stays_in_doubt_with_handle_tool_errors(
     effects = str(tmp_path / "charges")
     asked: list[str] = []
 
-    @tool
-    def charge(order: str, key: IdempotencyKey) -> str:
-        """Charge an order."""
-        record_effect(effects, order=order, key=key)
-        raise InDoubt("the payment API closed the connection before answering")
+    charge = _doubtful_charge(effects)
 
     def cannot_tell(action: Any) -> None:
         asked.append(action.tool)
@@ -164,11 +165,7 @@ def test_an_async_resolver_settles_a_tool_in_doubt_under_invoke(
     # InDoubt, which before it was asked at once only reached the model as "unknown".
     effects = str(tmp_path / "charges")
 
-    @tool
-    def charge(order: str, key: IdempotencyKey) -> str:
-        """Charge an order."""
-        record_effect(effects, order=order, key=key)
-        raise InDoubt("the payment API closed the connection before answering")
+    charge = _doubtful_charge(effects)
 
     async def check_ledger(action: Any) -> ActionEnd:
         await asyncio.sleep(0)
