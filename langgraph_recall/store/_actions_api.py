@@ -207,7 +207,9 @@ class ActionsAPI(StoreBase):
         another undo holds it, or one killed mid-way whose lease has not expired yet (after
         at most ``lease_ttl`` seconds); nothing is undone then. ``LeaseLost`` if another holder
         took it over mid-way: what was undone before is recorded, no further undo starts.
-        ``unknown_agent`` if ``agent_id`` has no records here (a mistyped id), before the lease.
+        ``RecallError`` ``unknown_agent`` for an agent with no records (nothing is leased), and
+        ``invalid_value`` for an undo function or tool that cannot take an action's original
+        arguments, or is async (checked before any undo runs or is recorded).
         """
         from ..checkpoint._runs import Entry
         from ..tools._undo import run_undo
