@@ -275,6 +275,14 @@ MUTATIONS = [
         ("tests/test_checkpoint_recording.py::-k::rewritten_list",),
     ),
     Mutation(
+        "header_budget_named",
+        "briefing: a budget too small for the header is refused naming the budget the header needs",
+        "langgraph_recall/_briefing.py",
+        "        raise _header_refused(token_budget, meter.budget_for(cost))\n",
+        "        raise _header_refused(token_budget, 100)\n",
+        ("tests/test_briefing.py::-k::names_the_budget_it_needs",),
+    ),
+    Mutation(
         "briefing_skipped_page",
         "briefing: a page of turns all in the input is not the end of the history",
         "langgraph_recall/_briefing_turns.py",
