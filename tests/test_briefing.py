@@ -6,6 +6,7 @@ import datetime as dt
 import math
 import re
 import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -684,6 +685,14 @@ def test_an_input_without_the_older_turns_costs_no_extra_read_per_call(
     assert pages[1:] == [pages[1]] * 9 and pages[0] == pages[1] + 1
 
 
+@pytest.fixture
+def fresh(store_target: str) -> Iterator[RecallStore]:
+    """A second store on the same database, to read what a process with no memo reads."""
+    other = RecallStore.open(store_target)
+    yield other
+    other.close()
+
+
 def _earlier_thread_then_conversation(store: RecallStore) -> list:
     """Agent "a": three exchanges on an earlier thread, then a conversation of 300 exchanges
     (1200 messages) on thread "t"; returns the conversation."""
@@ -704,53 +713,45 @@ def _as_a_full_read_says(store: RecallStore, fresh: RecallStore, convo: list) ->
 
 
 def test_an_agent_with_an_earlier_thread_is_briefed_reading_only_the_new_turns(
-    store: RecallStore, store_target: str, monkeypatch: pytest.MonkeyPatch
+    store: RecallStore, fresh: RecallStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The agent's earlier thread, then a long conversation the model's input holds whole: each
     # briefing shows the earlier thread's turns, and, once one has read the conversation, the
     # next ones read the few turns recorded since and the earlier thread, not the conversation.
-    fresh = RecallStore.open(store_target)
-    try:
-        convo = _earlier_thread_then_conversation(store)
-        limits = _rows_read(store, monkeypatch)
-        first = store.briefing("a", exclude_msg_ids=_ids(convo))
-        assert sum(limits) >= len(convo)
-        for i in range(300, 305):
-            convo += _exchange(i)
-            store.record("a", _exchange(i), thread_id="t")
-            limits.clear()
-            warm = _as_a_full_read_says(store, fresh, convo)
-            assert all(f"answer {j}" in warm.text for j in range(900, 903))
-            # Two reads: the new turns and two more, then (the conversation stepped over) the
-            # earlier thread's 12 turns, in a page sized by the budget alone (at most 256 rows
-            # and a few), not by the 1200 turns of the conversation.
-            assert len(limits) == 2 and limits[0] <= 4 + 2 and limits[1] <= 260, limits
-        assert first.text == warm.text
-    finally:
-        fresh.close()
+    convo = _earlier_thread_then_conversation(store)
+    limits = _rows_read(store, monkeypatch)
+    first = store.briefing("a", exclude_msg_ids=_ids(convo))
+    assert sum(limits) >= len(convo)
+    for i in range(300, 305):
+        convo += _exchange(i)
+        store.record("a", _exchange(i), thread_id="t")
+        limits.clear()
+        warm = _as_a_full_read_says(store, fresh, convo)
+        assert all(f"answer {j}" in warm.text for j in range(900, 903))
+        # Two reads: the new turns and two more, then (the conversation stepped over) the
+        # earlier thread's 12 turns, in a page sized by the budget alone (at most 256 rows
+        # and a few), not by the 1200 turns of the conversation.
+        assert len(limits) == 2 and limits[0] <= 4 + 2 and limits[1] <= 260, limits
+    assert first.text == warm.text
 
 
 def test_a_turn_of_another_thread_above_the_conversation_does_not_bring_back_full_reads(
-    store: RecallStore, store_target: str, monkeypatch: pytest.MonkeyPatch
+    store: RecallStore, fresh: RecallStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # One turn of another thread recorded above the conversation between two model calls: the
     # briefing after it stepped over the conversation, but kept only the few turns above that
     # turn, and every later one read the whole conversation again.
-    fresh = RecallStore.open(store_target)
-    try:
-        convo = _earlier_thread_then_conversation(store)
-        limits = _rows_read(store, monkeypatch)
-        store.briefing("a", exclude_msg_ids=_ids(convo))
-        for i in range(300, 306):
-            if i == 302:
-                store.record("a", [HumanMessage("side", id="side")], thread_id="side")
-            convo += _exchange(i)
-            store.record("a", _exchange(i), thread_id="t")
-            limits.clear()
-            _as_a_full_read_says(store, fresh, convo)
-            assert sum(limits) < 300, (i, limits)  # not the 1200 turns of the conversation
-    finally:
-        fresh.close()
+    convo = _earlier_thread_then_conversation(store)
+    limits = _rows_read(store, monkeypatch)
+    store.briefing("a", exclude_msg_ids=_ids(convo))
+    for i in range(300, 306):
+        if i == 302:
+            store.record("a", [HumanMessage("side", id="side")], thread_id="side")
+        convo += _exchange(i)
+        store.record("a", _exchange(i), thread_id="t")
+        limits.clear()
+        _as_a_full_read_says(store, fresh, convo)
+        assert sum(limits) < 300, (i, limits)  # not the 1200 turns of the conversation
 
 
 def test_a_briefing_stepping_over_a_long_block_stops_its_scan_where_a_full_read_does(
