@@ -53,7 +53,7 @@ from ._briefing_lines import (
 )
 from ._briefing_turns import TurnReader, place_turns
 from ._errors import RecallError
-from .store._records import agent_ns
+from .store._records import agent_ns, check_agent_id
 
 if TYPE_CHECKING:
     from .store import RecallStore
@@ -143,12 +143,14 @@ def build_briefing(
             which run inside the agent, count: a briefing that raised would fail its run.
 
     Raises:
-        RecallError: ``invalid_value`` when the budget is too small to hold the briefing's
+        RecallError: ``invalid_value`` for an agent id that is not one (empty, not text, or
+            not valid Unicode: ``_ids``); when the budget is too small to hold the briefing's
             header (its length depends on the agent id) or the counter is unusable, or too
             small to hold every unconfirmed call even shortened with
             ``doubts_over_budget="raise"``; for either budget ``details["token_budget"]``
             names one that holds it.
     """
+    check_agent_id(agent_id, write=False)
     if doubts_over_budget is None:
         doubts_over_budget = "count" if token_budget is None else "raise"
     if doubts_over_budget not in ("raise", "count"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._errors import RecallError
+from .store._ids import as_text, check_id
 from .store._records import check_agent_id
 
 if TYPE_CHECKING:
@@ -44,18 +45,26 @@ def thread_id_of(config: Any) -> str | None:
 
 
 def agent_id_of(config: Any) -> str:
-    """``configurable["agent_id"]``, else the thread id; raises if neither is set."""
+    """``configurable["agent_id"]``, else (when it is absent or None) the thread id; raises if
+    neither is set, or if the one used is not an identifier (``store._ids``).
+
+    A given agent id is used as given: ``""`` is refused like ``"   "``, not taken as absent,
+    because a template or an unset variable that left it empty would otherwise file the
+    agent's records under whatever thread it ran on."""
     conf = configurable(config)
-    agent = conf.get("agent_id") or conf.get("thread_id")
-    if not agent:
-        raise RecallError(
-            'no agent_id or thread_id in config; invoke with {"configurable": {"thread_id": "t-1", '
-            '"agent_id": "my-agent"}}',
-            code="invalid_value",
-        )
-    agent = str(agent)
-    check_agent_id(agent)  # whitespace alone or a NUL: refused here as by every write
-    return agent
+    agent = conf.get("agent_id")
+    if agent is None:
+        tid = conf.get("thread_id")
+        if tid is None or tid == "":
+            raise RecallError(
+                'no agent_id or thread_id in config; invoke with {"configurable": '
+                '{"thread_id": "t-1", "agent_id": "my-agent"}}',
+                code="invalid_value",
+            )
+        # LangGraph takes any thread id and its savers str() it; so does the default agent.
+        return check_id("thread_id", tid if type(tid) is str else str(tid))
+    # The same rule as every write of the records, checked here before anything runs.
+    return check_agent_id(agent if type(agent) is str else as_text(agent))
 
 
 def store_of(config: Any = None, runtime: Any = None, store: Any = None) -> RecallStore:

@@ -11,7 +11,9 @@
      +-- RecordsMissing                code "records_missing": the database was deleted or swapped
      +-- InvalidNamespace              code "invalid_namespace": a store namespace that cannot be
                                        used (also LangGraph's InvalidNamespaceError)
-     +-- (plain RecallError)           codes "invalid_value", "schema_too_new",
+     +-- InvalidValue                  code "invalid_value": an argument refused before anything
+                                       ran or was written (also a ValueError)
+     +-- (plain RecallError)           codes "schema_too_new",
                                        "secret_missing", "unknown_action", "unknown_agent",
                                        "not_open", "durability", "database", "replay_mismatch",
                                        "duplicate_turn", "unknown_output", "closed",
@@ -21,7 +23,10 @@
                                        changed a recorded call's arguments; nothing ran)
 
 Catch ``RecallError`` and switch on ``.code``: the codes are the contract, the classes are a
-convenience. ``RecallError.for_code(code)`` returns the class used for a code.
+convenience. ``RecallError.for_code(code)`` returns the class used for a code, and
+``RecallError(message, code=code)`` is an instance of that class (as ``OSError(errno.ENOENT,
+...)`` is a ``FileNotFoundError``): every ``invalid_value`` is an ``InvalidValue``, so also a
+``ValueError``, wherever it was raised.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ __all__ = [
     "ApprovalRequired",
     "InDoubt",
     "InvalidNamespace",
+    "InvalidValue",
     "LeaseHeld",
     "LeaseLost",
     "RecallError",
@@ -50,6 +56,14 @@ class RecallError(Exception):
 
     default_code: ClassVar[str] = "error"
     _by_code: ClassVar[dict[str, type[RecallError]]] = {}
+
+    def __new__(cls, *args: Any, code: str | None = None, **details: Any) -> RecallError:
+        # The class follows the code, whichever way the error was raised: a caller catching
+        # ``InvalidValue`` (or ``ValueError``) must not miss a ``RecallError(code=
+        # "invalid_value")``. No side effect here: ``__init__`` does the rest.
+        if cls is RecallError and code is not None:
+            cls = RecallError._by_code.get(code, RecallError)
+        return super().__new__(cls, *args)
 
     def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
         super().__init__(message)
@@ -141,3 +155,11 @@ class InvalidNamespace(RecallError, InvalidNamespaceError):
     LangGraph's ``InvalidNamespaceError``, so code written for its stores catches it as before."""
 
     default_code = "invalid_namespace"
+
+
+class InvalidValue(RecallError, ValueError):
+    """An argument the package cannot take (an identifier, a value that cannot be stored, an
+    option out of range), refused before anything ran or was written; the message names the
+    argument and says what to pass instead. Also a ``ValueError``."""
+
+    default_code = "invalid_value"

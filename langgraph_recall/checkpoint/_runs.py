@@ -41,6 +41,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from .._context import CONFIG_KEY_RUNTIME, agent_id_of, configurable, thread_id_of
 from .._errors import LeaseLost, RecallError
 from .._recent import Recent
+from ..store._ids import check_id
 from ._faults import fault_point
 from ._lease import HeldLease, LeaseKeeper
 from ._plans import attempts_of, close_not_started
@@ -264,12 +265,14 @@ class RunLifecycle:
                 return None
         conf = configurable(config)
         runtime = conf[CONFIG_KEY_RUNTIME]
+        # Every identifier the run will write under is checked before the lease is taken.
         agent_id, thread_id = agent_id_of(config), str(thread_id_of(config))
+        check_id("thread_id", thread_id)
+        turn_id = turn_id_of(config)
         control = loop.control if loop is not None else getattr(runtime, "control", None)
         self.free_stale(agent_id, entry)
         lease = self.keeper.acquire(agent_id, control, wait)
         try:
-            turn_id = turn_id_of(config)
             if turn_id and loop is not None and is_new_input(loop.input):
                 duplicate = claim_turn(
                     self.store, self.inner, agent_id=agent_id, thread_id=thread_id, turn_id=turn_id

@@ -35,7 +35,8 @@ from langgraph.types import Command
 
 from .._context import agent_id_of
 from .._errors import RecallError
-from ..store._records import agent_ns
+from ..store._ids import as_text, check_id
+from ..store._records import TURN_HINT, agent_ns
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -46,8 +47,12 @@ TURN_KEY = "turn_id"
 
 
 def turn_id_of(config: Any) -> str | None:
+    """``configurable["turn_id"]`` (None when absent), refused unless it is an identifier
+    (``store._ids``): it is kept as an item key, so ``""`` is refused, not taken as absent."""
     value = ((config or {}).get("configurable") or {}).get(TURN_KEY)
-    return None if value in (None, "") else str(value)
+    if value is None:
+        return None
+    return check_id("turn_id", value if type(value) is str else as_text(value), hint=TURN_HINT)
 
 
 def is_new_input(value: Any) -> bool:

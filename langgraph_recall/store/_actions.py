@@ -19,6 +19,7 @@ from typing import Any
 from .._errors import ApprovalDenied, ApprovalMismatch, ApprovalRequired, LeaseHeld, RecallError
 from ._codec import dumps_typed, loads_record, loads_typed
 from ._db import Tx
+from ._ids import check_id
 from ._models import Action, Approval, Claim
 from ._records import bump, check_agent_id, touch_agent
 
@@ -77,12 +78,7 @@ def latest_action(tx: Tx, action_id: str) -> Action | None:
 
 def find_action(tx: Tx, action_id: str) -> Action:
     """An action by id or unique id prefix (for people typing ids from the CLI)."""
-    if not isinstance(action_id, str) or not action_id:
-        raise RecallError(
-            f"an action id is a non-empty string (as `langgraph-recall actions AGENT` lists "
-            f"them, or Action.action_id), got {action_id!r}",
-            code="invalid_value",
-        )
+    check_id("action_id", action_id, write=False, hint=ACTION_HINT)
     found = latest_action(tx, action_id)
     if found is not None:
         return found
@@ -185,13 +181,25 @@ _INSERT_COLS = (
 _SQLITE_NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM recall_actions WHERE agent_id = ?)"
 
 
+ACTION_HINT = "pass an action id as `langgraph-recall actions AGENT` lists it, or Action.action_id"
+
+
+def check_intent_ids(intent: Intent) -> None:
+    """The identifiers an intent writes (``_ids``), checked before any statement is sent."""
+    check_agent_id(intent.agent_id)
+    check_id("action_id", intent.action_id, hint=ACTION_HINT)
+    check_id("tool", intent.tool, hint="name the tool as the model calls it")
+    if intent.thread_id is not None:
+        check_id("thread_id", intent.thread_id)
+
+
 def insert_attempt(tx: Tx, prev: Action | None, intent: Intent) -> Claim:
     """Insert the attempt after ``prev`` (which may have been read before this transaction).
 
     The primary key (action_id, attempt) decides every race: of the claimers that saw the same
     ``prev``, one inserts and the others conflict, then answer from the attempt that won.
     """
-    check_agent_id(intent.agent_id)
+    check_intent_ids(intent)
     args_type, args_data = dumps_typed(intent.args)
     if tx.dialect == "sqlite":
         # SQLite has one writer at a time (the caller's BEGIN IMMEDIATE), so the agent's next
@@ -264,7 +272,7 @@ def planned_insert(render: Any, dialect: str, intent: Intent) -> Planned:
     a conflict means the action was claimed before (a replay), and the tool node's own claim
     then answers from what is recorded. ``render`` is ``Database.sql``.
     """
-    check_agent_id(intent.agent_id)
+    check_intent_ids(intent)
     args_type, args_data = dumps_typed(intent.args)
     values = intent.row(1, args_type, args_data, intent.agent_id)
     if dialect == "sqlite":
@@ -294,7 +302,7 @@ def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Sequence[Any] 
     does nothing and the statement's snapshot shows no attempt: (None, None), and the caller
     takes the general path, where the primary key settles it as before.
     """
-    check_agent_id(intent.agent_id)
+    check_intent_ids(intent)
     args_type, args_data = dumps_typed(intent.args)
     row = tx.one(
         f"WITH prev AS (SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.action_id = ? "
@@ -397,6 +405,7 @@ def end(
 
 def actions(tx: Tx, agent_id: str, open_only: bool) -> list[Action]:
     """Latest attempt of each action, oldest first (open ones: only those without an end)."""
+    check_agent_id(agent_id, write=False)
     if open_only:
         # An open attempt is always its action's latest (a new attempt follows an end), and
         # the partial index recall_actions_open holds exactly these rows, in the agent's order

@@ -213,6 +213,24 @@ def _json_path_sqlite(path: Sequence[str]) -> str:
     return "$." + ".".join(parts)
 
 
+def _bound_number(path: Sequence[str], op: str, value: Any) -> float:
+    """A range filter's bound as the float both engines compare with. NaN is refused: it
+    orders above every number on PostgreSQL and matches nothing on SQLite, and no item can
+    hold it anyway; an infinity is a plain bound."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            bound = float(value)
+        except OverflowError:  # an int past any float: beyond every number an item holds
+            bound = math.copysign(math.inf, value)
+        if not math.isnan(bound):
+            return bound
+    raise RecallError(
+        f"filter {op} for {'.'.join(path)!r} needs a number, got {value!r}; compare with an "
+        "int or a float (not NaN)",
+        code="invalid_value",
+    )
+
+
 def filter_sql(tx: Tx, flt: dict[str, Any] | None) -> tuple[str, list[Any]]:
     """Compile a BaseStore filter (``$eq $ne $gt $gte $lt $lte`` and nested dicts) to SQL."""
     if not flt:
@@ -226,11 +244,11 @@ def filter_sql(tx: Tx, flt: dict[str, Any] | None) -> tuple[str, list[Any]]:
             return "(i.value #> ?::text[])", [list(path)]
         return "json_extract(i.value, ?)", [_json_path_sqlite(path)]
 
-    def literal(value: Any) -> tuple[str, list[Any]]:
+    def literal(value: Any, text: str) -> tuple[str, list[Any]]:
         if pg:
-            return "?::jsonb", [dump_json(value)]
+            return "?::jsonb", [text]
         if isinstance(value, (dict, list)):
-            return "json(?)", [dump_json(value)]
+            return "json(?)", [text]
         if (
             isinstance(value, int)
             and not isinstance(value, bool)
@@ -244,7 +262,17 @@ def filter_sql(tx: Tx, flt: dict[str, Any] | None) -> tuple[str, list[Any]]:
     def compare(path: Sequence[str], op: str, value: Any) -> None:
         col, cp = extract(path)
         if op in ("$eq", "$ne"):
-            lit, lp = literal(value)
+            # What no item can hold (NaN, an infinity, an int beyond 64 bits, NUL) is refused
+            # on both engines, as a put refuses it: SQLite matched nothing, PostgreSQL refused.
+            if isinstance(value, float) and not math.isfinite(value):
+                raise RecallError(
+                    f"filter value for {'.'.join(path)!r} is {value!r}, which no item holds (a "
+                    "put refuses NaN and infinities: JSON has none); filter on a finite number, "
+                    "a string or None",
+                    code="invalid_value",
+                )
+            text = dump_json(value, what=f"filter value for {'.'.join(path)!r}")
+            lit, lp = literal(value, text)
             if value is None:
                 if pg:
                     # #> gives SQL NULL for a missing key but jsonb 'null' for a stored null;
@@ -268,17 +296,16 @@ def filter_sql(tx: Tx, flt: dict[str, Any] | None) -> tuple[str, list[Any]]:
                 f"unsupported filter operator {op!r}; use $eq, $ne, $gt, $gte, $lt or $lte",
                 code="invalid_value",
             )
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise RecallError(f"{op} needs a number, got {value!r}", code="invalid_value")
+        bound = _bound_number(path, op, value)
         if pg:
             num = "(CASE WHEN jsonb_typeof(i.value #> ?::text[]) = 'number' THEN (i.value #>> ?::text[])::double precision END)"
             clauses.append(f"{num} {sym} ?")
-            params.extend([list(path), list(path), float(value)])
+            params.extend([list(path), list(path), bound])
         else:
             num = "(CASE WHEN json_type(i.value, ?) IN ('integer', 'real') THEN json_extract(i.value, ?) END)"
             p = _json_path_sqlite(path)
             clauses.append(f"{num} {sym} ?")
-            params.extend([p, p, float(value)])
+            params.extend([p, p, bound])
 
     def walk(path: list[str], fv: Any) -> None:
         if isinstance(fv, dict):

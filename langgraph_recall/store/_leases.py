@@ -12,6 +12,7 @@ from ._records import check_agent_id
 
 
 def lease(tx: Tx, agent_id: str) -> Lease | None:
+    check_agent_id(agent_id, write=False)
     row = tx.one(
         "SELECT agent_id, holder, epoch, expires_at FROM recall_leases WHERE agent_id = ?",
         (agent_id,),

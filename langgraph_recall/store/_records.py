@@ -16,6 +16,7 @@ from typing import Any
 from .._errors import InvalidNamespace, RecallError
 from ._codec import dump_json, load_json
 from ._db import Tx
+from ._ids import check_id
 from ._models import AgentInfo, Pointer
 
 # --- agents ----------------------------------------------------------------------------------
@@ -37,18 +38,19 @@ def touch_agent(tx: Tx, agent_id: str) -> None:
     )
 
 
-def check_agent_id(agent_id: str) -> None:
-    """Refuse an agent id no record may be written under. Only writes check: an agent recorded
-    before a rule was added stays readable (``show``, ``turns``) under the id it has."""
-    # Whitespace alone names nobody: it is what a template or an unset variable leaves, and such
-    # records could only be found again by pasting the exact blanks.
-    if not isinstance(agent_id, str) or not agent_id.strip() or "\x00" in agent_id:
-        raise RecallError(
-            f"agent_id must be a non-empty string, not only whitespace, without NUL characters "
-            f"(got {agent_id!r}); pass the agent's name, e.g. "
-            '{"configurable": {"thread_id": "t-1", "agent_id": "billing"}}',
-            code="invalid_value",
-        )
+def check_agent_id(agent_id: Any, *, write: bool = True) -> str:
+    """``agent_id`` if records may be written (``write``) or read under it, else
+    ``invalid_value`` saying why (``_ids``: the one rule for identifiers). Only writes check
+    blanks and length: an agent recorded before a rule was added stays readable (``show``,
+    ``turns``) under the id it has."""
+    return check_id("agent_id", agent_id, write=write, hint=AGENT_HINT)
+
+
+TURN_HINT = 'name the turn, e.g. {"configurable": {"thread_id": "t-1", "turn_id": "msg-42"}}'
+AGENT_HINT = (
+    "pass the agent's name, e.g. "
+    '{"configurable": {"thread_id": "t-1", "agent_id": "billing"}}'
+)
 
 
 def bump(tx: Tx, agent_id: str, column: str, n: int) -> int:
@@ -115,6 +117,7 @@ def agents(tx: Tx) -> list[AgentInfo]:
 
 
 def agent_exists(tx: Tx, agent_id: str) -> bool:
+    check_agent_id(agent_id, write=False)
     return tx.one("SELECT 1 FROM recall_agents WHERE agent_id = ?", (agent_id,)) is not None
 
 
@@ -206,6 +209,8 @@ def switch_thread(tx: Tx, agent_id: str, thread_id: str) -> str | None:
     """
     from ._items import encode_ns
 
+    check_agent_id(agent_id)
+    check_id("thread_id", thread_id, hint="pass the thread's id as LangGraph takes it")
     ns = agent_ns(agent_id, "runs")
     note = {"thread_id": thread_id}
     if tx.dialect == "postgres":
@@ -229,6 +234,7 @@ def switch_thread(tx: Tx, agent_id: str, thread_id: str) -> str | None:
 def remember_turn(tx: Tx, agent_id: str, turn_id: str, thread_id: str) -> None:
     """Note that ``turn_id`` was submitted on ``thread_id``: not searchable, never expiring (a
     TTL would let a late resubmission run again)."""
+    check_id("turn_id", turn_id, hint=TURN_HINT)
     _put_item(
         tx,
         agent_ns(agent_id, "submitted_turns"),
@@ -248,6 +254,7 @@ def _revise(tx: Tx, agent_id: str, kind: str, name: str | None, data: dict[str, 
 
 
 def working_state(tx: Tx, agent_id: str) -> dict[str, Any]:
+    check_agent_id(agent_id, write=False)
     return _get_item(tx, agent_ns(agent_id, STATE_NS), "current") or {}
 
 
@@ -279,6 +286,7 @@ def milestone(tx: Tx, agent_id: str, text: str) -> dict[str, Any]:
 
 
 def revisions(tx: Tx, agent_id: str) -> list[tuple[int, str, str | None, dict[str, Any], float]]:
+    check_agent_id(agent_id, write=False)
     rows = tx.all(
         "SELECT seq, kind, name, data, created_at FROM recall_revisions WHERE agent_id = ? "
         "ORDER BY seq",
@@ -288,8 +296,7 @@ def revisions(tx: Tx, agent_id: str) -> list[tuple[int, str, str | None, dict[st
 
 
 def set_pointer(tx: Tx, agent_id: str, name: str, target: str, note: str | None) -> Pointer:
-    if not isinstance(name, str) or not name.strip():
-        raise RecallError("a pointer needs a name", code="invalid_value")
+    check_id("pointer name", name, hint="name the pointer, e.g. 'repo' or 'design-doc'")
     if not isinstance(target, str) or not target.strip():
         given = "" if isinstance(target, str) else f", got {type(target).__name__} {target!r}"
         raise RecallError(
@@ -305,6 +312,7 @@ def set_pointer(tx: Tx, agent_id: str, name: str, target: str, note: str | None)
 def pointers(tx: Tx, agent_id: str) -> dict[str, Pointer]:
     from ._items import encode_ns
 
+    check_agent_id(agent_id, write=False)
     rows = tx.all(
         "SELECT value FROM recall_items WHERE prefix = ? ORDER BY key",
         (encode_ns(agent_ns(agent_id, POINTER_NS)),),
@@ -342,6 +350,7 @@ def put_output(tx: Tx, agent_id: str, content: str) -> str:
 
 
 def fetch_output(tx: Tx, ref: str, offset: int = 0, length: int | None = None) -> str:
+    check_id("ref", ref, write=False, hint="use a reference exactly as the briefing shows it")
     row = tx.one("SELECT data FROM recall_outputs WHERE ref = ?", (ref,))
     if row is None:
         hint = "use a reference exactly as the briefing shows it"

@@ -189,6 +189,7 @@ def record(
 
 def recorded_ids(tx: Tx, agent_id: str, ids: Sequence[str]) -> set[str]:
     """Which of ``ids`` the agent has recorded (an index lookup each, no turn decoded)."""
+    check_agent_id(agent_id, write=False)
     existing: set[str] = set()
     unique = list(dict.fromkeys(ids))
     for i in range(0, len(unique), 500):
@@ -449,6 +450,7 @@ def turns(
     before: int | None = None,
 ) -> list[Turn]:
     """Turns oldest first; with ``last`` only the newest N, read backwards on the primary key."""
+    check_agent_id(agent_id, write=False)
     if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
         # Checked here: SQLite reads a negative LIMIT as none, PostgreSQL refuses it.
         raise RecallError(
@@ -486,6 +488,7 @@ def turn_page(
     Rows whose msg_id is in ``skip_ids`` are read but never decoded. Returns the views and the
     seq to pass as ``before`` for the next page (None once the oldest turn has been read).
     """
+    check_agent_id(agent_id, write=False)
     cond = "agent_id = ?"
     params: list[Any] = [agent_id]
     if before is not None:

@@ -13,6 +13,7 @@ from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp
 
 from .._errors import InvalidNamespace, RecallError
 from . import _records
+from ._ids import check_id, check_label, check_namespace_size
 
 _BIGINT = 2**63 - 1  # the largest LIMIT or OFFSET either engine takes
 
@@ -31,13 +32,13 @@ def validate_op(op: Op) -> None:
     or delete would address the namespace ("a", "b"). Only writes refuse the "langgraph" root.
     """
     if isinstance(op, (GetOp, PutOp)):
+        write = isinstance(op, PutOp) and op.value is not None
         validate_labels(op.namespace)
         if isinstance(op, PutOp):
             validate_minutes("ttl", op.ttl)
-        if "\x00" in str(op.key):
-            raise RecallError(
-                f"item keys cannot contain NUL (\\x00): {op.key!r}", code="invalid_value"
-            )
+        # A key is any text LangGraph takes ("" too), within the identifier rule (``_ids``);
+        # only a write checks its length, so an item written before stays readable.
+        check_id("key", op.key, write=write, blank_ok=True, hint=KEY_HINT)
         if isinstance(op, PutOp):
             _records.refuse_record_write(op.namespace, str(op.key), delete=op.value is None)
             if op.value is not None:
@@ -51,6 +52,9 @@ def validate_op(op: Op) -> None:
             validate_labels(cond.path)
         validate_count("limit", op.limit)
         validate_count("offset", op.offset)
+
+
+KEY_HINT = "use text of at most 512 bytes, e.g. a UUID or a hash of a longer name"
 
 
 def validate_count(name: str, value: Any) -> None:
@@ -89,10 +93,7 @@ def validate_labels(namespace: tuple[str, ...]) -> None:
             f"a namespace is a tuple of labels: write ({namespace!r},), not {namespace!r}"
         )
     for label in namespace:
-        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
-            raise InvalidNamespace(
-                f"Namespace labels must be non-empty strings without '.' or NUL: {namespace!r}"
-            )
+        check_label(namespace, label)
 
 
 def validate_namespace(namespace: tuple[str, ...]) -> None:
@@ -101,6 +102,7 @@ def validate_namespace(namespace: tuple[str, ...]) -> None:
     validate_labels(namespace)
     if namespace[0] == "langgraph":
         raise InvalidNamespace(f'Root label for namespace cannot be "langgraph": {namespace!r}')
+    check_namespace_size(namespace)
 
 
 def message_list(messages: Any) -> list[BaseMessage]:
