@@ -23,6 +23,7 @@ from ._briefing_lines import TURN_REF
 from ._context import agent_id_of, store_of
 from ._errors import RecallError
 from ._render import call_text
+from .store._ids import check_id
 from .store._records import agent_ns
 from .store._transcript import content_text
 from .tools._classes import CLASS_KEY  # where the durable tool node reads a tool's class
@@ -137,6 +138,10 @@ def fetch_output(runtime: ToolRuntime, ref: str, offset: int = 0) -> str:
     if offset < 0:
         raise ToolException("Error: offset must be 0 or more.")
     store, agent = _where(runtime)
+    try:  # the identifier rule (``store._ids``), as a message the model can act on
+        check_id("ref", ref, write=False, hint="use a ref exactly as the briefing shows it")
+    except RecallError as err:
+        raise _fail(err) from err
     if ref.startswith(TURN_REF):
         whole = _turn_text(store, agent, ref)
         if whole is None:

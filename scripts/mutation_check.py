@@ -1718,9 +1718,9 @@ MUTATIONS = [
     Mutation(
         "blank_agent",
         "an agent id of only whitespace is refused",
-        "langgraph_recall/store/_records.py",
-        '    if not isinstance(agent_id, str) or not agent_id.strip() or "\\x00" in agent_id:\n',
-        '    if not isinstance(agent_id, str) or not agent_id or "\\x00" in agent_id:\n',
+        "langgraph_recall/store/_ids.py",
+        "    if not blank_ok and (not value or (write and value.isspace())):\n",
+        "    if not blank_ok and not value:\n",
         ("tests/test_store_bad_input.py::-k::whitespace or blank",),
     ),
     Mutation(
@@ -1759,7 +1759,7 @@ MUTATIONS = [
         "closed_under_write",
         "a write the checkpointer's close cut off ends the run with lease_lost",
         "langgraph_recall/checkpoint/_put_steps.py",
-        "        return self._failed_closing(config, exc)\n",
+        '        return self._failed_closing(config, exc, checkpoint.get("channel_values"))\n',
         "        return exc\n",
         ("tests/test_checkpoint_lease.py::-k::closing_the",),
     ),
@@ -1907,8 +1907,8 @@ MUTATIONS = [
         "langgraph_recall/tools/_durable.py",
         "            if bound.refused is not None:\n"
         "                return (yield from _refused_inside(store, action, call, bound.refused))\n"
-        "            try:\n",
-        "            try:\n",
+        "            if failed_after_tool_returned(exc):\n",
+        "            if failed_after_tool_returned(exc):\n",
         ("tests/test_tools_bound.py::-k::swaps_the_recorded and not_gated and sqlite",),
     ),
     Mutation(

@@ -18,7 +18,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 
 from .._context import CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME, agent_id_of, thread_id_of
-from .._errors import LeaseHeld, LeaseLost
+from .._errors import LeaseHeld, LeaseLost, RecallError
+from ..store._codec import unstorable
 from ._fence import is_fence_error
 from ._plans import PlanRider, attempts_of, close_not_started
 from ._recording import messages_in
@@ -98,10 +99,17 @@ class PutSteps:
             holder=self._shared.keeper.holder,
         )
 
-    def _failed_closing(self, config: RunnableConfig, exc: BaseException) -> BaseException:
+    def _failed_closing(
+        self, config: RunnableConfig, exc: BaseException, values: Any = None
+    ) -> BaseException:
         """A write that failed because the checkpointer was closed while it was on its way (its
         lease check passed, then ``close`` gave the lease up and closed the connections it
-        writes on): the run's ``LeaseLost``, as when the check comes after the close."""
+        writes on): the run's ``LeaseLost``, as when the check comes after the close. A write
+        of ``values`` that LangGraph's serializer refused: ``invalid_value`` naming the part
+        at fault (``unstorable_write``)."""
+        refused = unstorable_write(values, exc)
+        if refused is not None:
+            return refused
         if self._shared.keeper.closed and CONFIG_KEY_RUNTIME in conf_of(config):
             return self._closed_under(_agent(config, conf_of(config)))
         return exc
@@ -125,7 +133,7 @@ class PutSteps:
             return lost
         if own_lease and agent_id is not None:
             self._shared.keeper.release(agent_id)
-        return self._failed_closing(config, exc)
+        return self._failed_closing(config, exc, checkpoint.get("channel_values"))
 
     def _after_put(
         self,
@@ -224,14 +232,40 @@ class PutSteps:
             )
 
 
+def unstorable_write(values: Any, exc: BaseException) -> RecallError | None:
+    """``invalid_value`` naming what in a checkpoint's ``values`` (its channels, or a task's
+    writes) LangGraph's serializer could not store (an int beyond 64 bits in a tool call's
+    arguments, say), when that is why the write failed; None for any other failure. Nothing of
+    that write was saved: a tool call it holds has not run."""
+    if (
+        values is None
+        or isinstance(exc, RecallError)
+        or not isinstance(exc, (TypeError, ValueError, RecursionError, OverflowError))
+    ):
+        return None
+    if not isinstance(values, dict):  # put_writes' (channel, value) pairs
+        values = {channel: value for channel, value, *_ in values}
+    found = unstorable(values, root="channels")
+    if found is None:
+        return None
+    return RecallError(
+        f"the checkpoint cannot be saved: {found} ({type(exc).__name__}: {exc}). Nothing of "
+        "this step was saved and no tool call it holds ran. Pass numbers beyond 64 bits as "
+        "str or Decimal, and keep values less deeply nested.",
+        code="invalid_value",
+    )
+
+
 def conf_of(config: RunnableConfig) -> dict[str, Any]:
     # The hot path reads the run's configurable in place: the shared helper copies it.
     return (config or {}).get("configurable") or {}  # type: ignore[return-value]
 
 
 def _agent(config: RunnableConfig, conf: dict[str, Any]) -> str:
-    agent = conf.get("agent_id") or conf.get("thread_id")
-    return str(agent) if agent else agent_id_of(config)  # the latter raises, saying what to do
+    agent = conf.get("agent_id")
+    if type(agent) is str and agent:  # checked by the run's start or by the lease's write
+        return agent
+    return agent_id_of(config)  # the thread id, or ``invalid_value`` saying what to pass
 
 
 def _stamped(

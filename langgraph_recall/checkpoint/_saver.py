@@ -441,7 +441,7 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
         try:
             self._write_carrying(config, writes, task_id, task_path)
         except Exception as exc:
-            err = self._failed_closing(config, exc)
+            err = self._failed_closing(config, exc, writes)
             if err is exc:
                 raise
             raise err from exc
@@ -465,7 +465,7 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
             else:
                 await self._acall("put_writes", config, writes, task_id, task_path)
         except Exception as exc:
-            err = self._failed_closing(config, exc)
+            err = self._failed_closing(config, exc, writes)
             if err is exc:
                 raise
             raise err from exc

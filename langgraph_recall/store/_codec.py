@@ -9,6 +9,7 @@ its ``model_dump`` (``_message_bytes``).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from typing import Any
@@ -24,19 +25,94 @@ from .._errors import RecallError
 _serde = JsonPlusSerializer()
 
 
-def dumps_typed(value: Any) -> tuple[str, bytes]:
+def dumps_typed(value: Any, *, what: str | None = None) -> tuple[str, bytes]:
+    """``value`` as LangGraph's serializer packs it; ``invalid_value`` naming ``what`` (and,
+    when it can be found, the part of the value at fault) when it cannot be packed."""
     if type(value) in _PLAIN_DUMP:
         data = _message_bytes(value)
         if data is not None:
             return "msgpack", data
     try:
         return _serde.dumps_typed(value)
-    except Exception as exc:
+    except Exception as exc:  # TypeError from msgpack, RecursionError, a model's own dump
+        found = unstorable(value)
+        where = f" ({found})" if found else f": {exc}"
         raise RecallError(
-            f"cannot record a value of type {type(value).__name__}: {exc}. Return plain data, "
-            "a dataclass, a pydantic model or a LangChain message.",
+            f"cannot record {what or f'a value of type {type(value).__name__}'}{where}. Pass "
+            "plain data (a number beyond 64 bits as a str or a Decimal), a dataclass, a "
+            "pydantic model or a LangChain message.",
             code="invalid_value",
         ) from exc
+
+
+# LangGraph's serializer (msgpack) packs integers from -2**63 to 2**64-1 and nests containers
+# at most 254 deep; beyond either it raises a TypeError that names neither the value nor where
+# it is ("Type is not msgpack serializable: AIMessage").
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+MAX_DEPTH = 254
+
+
+def unstorable(value: Any, *, exact_text: bool = False, root: str = "") -> str | None:
+    """Where ``value`` holds what LangGraph's serializer cannot store, and what, as
+    ``"<path> is ..."`` (None: nothing found). ``exact_text``: a lone surrogate counts too
+    (the serializer stores it as "?", so text that must come back exactly cannot hold one).
+    ``root``: the name the path starts with (``args`` gives ``args['amount']``).
+
+    Called when a value was refused, or on a value that must be stored exactly, never per
+    write: it walks the whole value (iteratively, so any depth)."""
+    todo: list[tuple[Any, str, int]] = [(value, root, 0)]
+    while todo:
+        v, path, depth = todo.pop()
+        if isinstance(v, bool) or v is None or isinstance(v, float):
+            continue
+        if isinstance(v, int):
+            if not _INT_MIN <= v <= _INT_MAX:
+                digits = len(str(abs(v))) if abs(v) < 10**4000 else "over 4000"
+                return f"{_at(path)} is an int beyond 64 bits ({digits} digits)"
+            continue
+        if isinstance(v, str):
+            if exact_text and not v.isascii():
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    return (
+                        f"{_at(path)} holds a lone surrogate ({v[exc.start]!r} at "
+                        f"position {exc.start}), which is not valid Unicode"
+                    )
+            continue
+        if depth >= MAX_DEPTH:
+            return f"{_at(path)} is nested more than {MAX_DEPTH} levels deep"
+        for key, item in _parts(v):
+            if exact_text and isinstance(key, str):
+                todo.append((key, f"{path} (a key)", depth + 1))
+            todo.append((item, f"{path}{_step(key)}", depth + 1))
+    return None
+
+
+def _parts(v: Any) -> list[tuple[Any, Any]]:
+    if isinstance(v, dict):
+        return list(v.items())
+    if isinstance(v, (list, tuple)):
+        return list(enumerate(v))
+    if isinstance(v, (set, frozenset)):
+        return [(None, x) for x in v]
+    if isinstance(v, BaseModel):
+        return [(f".{k}", getattr(v, k, None)) for k in type(v).model_fields]
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return [(f".{f.name}", getattr(v, f.name, None)) for f in dataclasses.fields(v)]
+    return []
+
+
+def _at(path: str) -> str:
+    if not path:
+        return "the value"
+    return path if len(path) <= 120 else f"{path[:60]}...{path[-50:]}"
+
+
+def _step(key: Any) -> str:
+    if isinstance(key, str) and key.startswith("."):
+        return key  # a field
+    return "[...]" if key is None else f"[{key!r}]"
 
 
 # --- LangChain messages, the serializer's bytes without its model_dump --------------------------

@@ -43,13 +43,13 @@ def check_agent_id(agent_id: Any, *, write: bool = True) -> str:
     ``invalid_value`` saying why (``_ids``: the one rule for identifiers). Only writes check
     blanks and length: an agent recorded before a rule was added stays readable (``show``,
     ``turns``) under the id it has."""
-    return check_id("agent_id", agent_id, write=write, hint=AGENT_HINT)
+    return check_id("agent_id", agent_id, write=write, hint=AGENT_HINT if write else AGENTS_HINT)
 
 
+AGENTS_HINT = "store.agents(), or `langgraph-recall agents`, lists the agents with records"
 TURN_HINT = 'name the turn, e.g. {"configurable": {"thread_id": "t-1", "turn_id": "msg-42"}}'
 AGENT_HINT = (
-    "pass the agent's name, e.g. "
-    '{"configurable": {"thread_id": "t-1", "agent_id": "billing"}}'
+    'pass the agent\'s name, e.g. {"configurable": {"thread_id": "t-1", "agent_id": "billing"}}'
 )
 
 

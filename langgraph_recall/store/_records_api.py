@@ -9,6 +9,7 @@ from typing import Any
 from .._errors import RecallError
 from . import _records, _transcript
 from ._api_base import StoreBase
+from ._ids import shown
 from ._models import AgentInfo, Pointer, Turn, TurnView
 
 
@@ -182,8 +183,9 @@ class RecordsAPI(StoreBase):
         if not self.has_agent(agent_id):
             known = ", ".join(a.agent_id for a in self.agents()[:10]) or "none yet"
             raise RecallError(
-                f"no agent {agent_id!r} in {self._db.target} (known: {known}); check the agent id "
-                "(store.agents(), or `langgraph-recall agents`, lists the agents with records)",
+                f"no agent {shown(agent_id)} in {self._db.target} (known: {known}); check the "
+                "agent id (store.agents(), or `langgraph-recall agents`, lists the agents with "
+                "records)",
                 code="unknown_agent",
                 agent_id=agent_id,
             )

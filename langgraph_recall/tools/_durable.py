@@ -31,12 +31,14 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
 from .._checks import check_timeout
+from .._compat import failed_after_tool_returned
 from .._context import agent_id_of, checkpointer_of, store_of, thread_id_of
-from .._errors import ApprovalDenied, InDoubt, RecallError
+from .._errors import ApprovalDenied, InDoubt, InvalidValue, RecallError
 from ..checkpoint._faults import fault_point
 from ..checkpoint._plans import attempts_of, close_not_started
 from ..store import Action, Claim, RecallStore
 from ..store._actions import Intent
+from ..store._codec import MAX_DEPTH, unstorable
 from . import _barrier, _steps
 from ._approval import Verdict, approval_step
 from ._bound import BoundCall
@@ -62,6 +64,7 @@ from ._outcome import (
     needs_output,
     refused_message,
     rejected_message,
+    stand_in,
     with_asked,
     with_edit_notice,
     with_stable_id,
@@ -240,8 +243,19 @@ class DurableTools(ToolSet):
         if canon is not None and canon.tool is tool and canon.given is given and text == canon.text:
             return canon.args, canon.digest, text
         schema, injected = self._schema(tool)
-        args = canonical_args(schema, given or {}, injected)
-        return args, args_digest(name, args), text
+        try:
+            args = canonical_args(schema, given or {}, injected)
+            digest = args_digest(name, args)
+        except RecursionError:  # the digest's walk: nested far deeper than any store takes
+            raise unstorable_args(name, given) from None
+        # Text that is not ASCII (or arguments that are not JSON) may hide a lone surrogate,
+        # which LangGraph's serializer saves as "?": the call would be recorded, and resumed,
+        # with other arguments than it was asked with. The usual call pays one isascii().
+        if text is None or not text.isascii():
+            refused = unstorable_args(name, args, exact=True)
+            if refused.details.get("found"):
+                raise refused
+        return args, digest, text
 
     def expect(self, tools: Mapping[str, Any]) -> None:
         """The tool objects a node will run, by name (``DurableToolNode`` knows them when
@@ -388,6 +402,8 @@ class DurableTools(ToolSet):
                             "gated": gated,
                         },
                     )
+                except InvalidValue as exc:  # arguments no store can hold: nothing ran
+                    raise unstorable_args(name, args) from exc
                 except Exception as exc:  # the database: nothing may run without an intent
                     log.warning("could not record the intent of %s: %s", name, exc)
                     return refused_message(
@@ -513,6 +529,11 @@ class DurableTools(ToolSet):
         except Exception as exc:
             if bound.refused is not None:
                 return (yield from _refused_inside(store, action, call, bound.refused))
+            if failed_after_tool_returned(exc):
+                # The tool ran to its end; only turning its value into a message failed.
+                reason = f"{type(exc).__name__} while turning it into text"
+                out = stand_in(call, action.action_id, None, reason)
+                return (yield from _done_instead(store, agent_id, action, call, out, reason))
             try:
                 yield Io(
                     store.end,
@@ -534,10 +555,16 @@ class DurableTools(ToolSet):
         if ride is not None and not is_error(out) and not needs_output(store, out):
             # Due until the task's write carries it (or any transaction of this process, or
             # the run's end, writes it first): no I/O here.
-            store._db.due.add(_steps.due_end(store, action, kept, ride))
+            try:
+                due = _steps.due_end(store, action, kept, ride)
+            except InvalidValue as exc:  # the answer cannot be packed: nothing was sent
+                return (yield from _done_instead(store, agent_id, action, call, out, str(exc)))
+            store._db.due.add(due)
             return out
         try:
             yield Io(_steps.finish, (store, agent_id, action, kept, flush_later))
+        except InvalidValue as exc:  # the answer cannot be packed: nothing was written
+            return (yield from _done_instead(store, agent_id, action, call, out, str(exc)))
         except Exception as exc:
             # The effect happened; the model gets its answer. The record stays open (in doubt)
             # for a person or the resolver, which is the truth as far as the records know.
@@ -569,6 +596,49 @@ class DurableTools(ToolSet):
             yield Io(_steps.record_resolution, (store, action, end, self.resolver))
             report.closed.append((yield Io(store.action, (action.action_id,))))
         return report
+
+
+def _done_instead(
+    store: RecallStore,
+    agent_id: str,
+    action: Action,
+    call: dict[str, Any],
+    out: Output | None,
+    reason: str,
+) -> Logic[Output]:
+    """Record a call that ran as done with a stand-in for an answer that cannot be stored
+    (``_outcome.stand_in``), and say why on the log. A ToolMessage answer is replaced by the
+    stand-in for the model too, so the run goes on with what a repeat will return (LangGraph's
+    own checkpoint would refuse the same value); any other answer (a ``Command``) is returned
+    as it is, its update being the graph's."""
+    log.warning(
+        "%s (action %s) ran, but its result cannot be stored (%s); recorded done with a stand-in",
+        call["name"],
+        action.action_id,
+        reason,
+    )
+    kept = stand_in(call, action.action_id, out, reason)
+    try:
+        yield Io(_steps.finish, (store, agent_id, action, kept))
+    except Exception as exc:  # the database: the effect happened, the record stays open
+        log.warning("could not record the end of %s: %s", call["name"], exc)
+    return kept if out is None or isinstance(out, ToolMessage) else out
+
+
+def unstorable_args(name: str, args: Any, *, exact: bool = False) -> RecallError:
+    """``invalid_value`` for a call whose arguments cannot be recorded as given, naming the
+    argument at fault (``details["found"]``: None when the walk found nothing to name).
+    ``exact``: a lone surrogate counts (it would be recorded as "?")."""
+    found = unstorable(args, exact_text=exact, root="args")
+    return RecallError(
+        f"{name} was not run: its arguments cannot be recorded ("
+        f"{found or 'LangGraph serializer refused them'}). Numbers beyond 64 bits go as str "
+        "or Decimal, text must be valid Unicode, and nesting at most "
+        f"{MAX_DEPTH} levels deep; fix the AI message's tool call (update_state) and resume.",
+        code="invalid_value",
+        tool=name,
+        found=found,
+    )
 
 
 def _refused_inside(

@@ -8,6 +8,7 @@ record keeps a reference; the model still gets the full text, then and on every 
 from __future__ import annotations
 
 import datetime as dt
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -18,6 +19,8 @@ from .._render import call_text
 from ..store import Action, RecallStore
 
 OUTPUT_REF = "recall_output_ref"
+# In a recorded answer only: why it is a stand-in for what the tool returned (``stand_in``).
+STAND_IN = "recall_stand_in"
 # In a recorded answer only: how many interrupt() answers the tool took as it ran (``_order``).
 ASKED = "recall_asked"
 
@@ -159,6 +162,39 @@ def from_record(
     if text is None:
         text = action.note or "done (confirmed after the fact; no result was recorded)"
     return ToolMessage(text, tool_call_id=call["id"], name=call["name"])
+
+
+# A bounded, non-recursive repr for stand-ins: a value nested 100,000 deep has no repr().
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 4, 200, 200
+
+
+def short_repr(value: Any, limit: int = 500) -> str:
+    try:
+        text = _SHORT.repr(value)
+    except Exception:  # a __repr__ that raises
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def stand_in(call: dict[str, Any], action_id: str, out: Output | None, reason: str) -> ToolMessage:
+    """What is recorded, and answered, for a call that ran when what it returned cannot be
+    stored (``reason``): its text when it had some, else the start of its repr, marked as a
+    stand-in. The call is done: recorded "failed", an effect that happened would read as not
+    made, and "open" would leave it in doubt for ever."""
+    message = out if isinstance(out, ToolMessage) else None
+    if message is not None and isinstance(message.content, str):
+        content = message.content
+    else:
+        began = "" if out is None else f"; what it returned began: {short_repr(out)}"
+        content = f"[{call['name']} ran, but its result could not be stored ({reason}){began}]"
+    return ToolMessage(
+        content,
+        tool_call_id=call["id"],
+        name=call["name"],
+        id=(message.id if message is not None else None) or f"recall-tool-{action_id}",
+        additional_kwargs={STAND_IN: reason},
+    )
 
 
 def failed_message(action: Action, call: dict[str, Any]) -> ToolMessage:
