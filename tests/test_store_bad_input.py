@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Iterator
+import functools
+import logging
+import math
+import pickle
+import secrets
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fix_tools import build_graph, call, reply
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
 from langgraph.store.base import InvalidNamespaceError
 
-from langgraph_recall import RecallError
+from langgraph_recall import DurableToolNode, RecallError
+from langgraph_recall._errors import InvalidValue
 from langgraph_recall.store import RecallStore
 
 
@@ -259,9 +267,9 @@ def test_a_search_limit_or_offset_must_be_a_count(
     # them with advice about NUL characters; a string or a float was a raw TypeError or a
     # driver error on one engine and taken on the other.
     args = [("docs",)] if method == "search" else []
-    for call in (getattr(seeded, method), getattr(seeded, "a" + method)):
+    for method_call in (getattr(seeded, method), getattr(seeded, "a" + method)):
         with pytest.raises(RecallError) as err:
-            got = call(*args, **kwargs)
+            got = method_call(*args, **kwargs)
             if asyncio.iscoroutine(got):
                 asyncio.run(got)
         assert f"{name} must be a whole number from 0" in _invalid(err.value)
@@ -424,3 +432,287 @@ def test_a_secret_must_be_text_or_bytes(store_target: str) -> None:
     with pytest.raises(RecallError) as err:
         RecallStore.open(store_target, secret=5)  # type: ignore[arg-type]
     assert "str or bytes" in _invalid(err.value)
+
+
+# --- one rule for identifiers (store/_ids.py, docs/identifiers.md) ---------------------------
+
+
+def _incompressible(size: int) -> str:
+    """ASCII text PostgreSQL cannot compress into a smaller index entry."""
+    return secrets.token_urlsafe(size)[:size]
+
+
+def _id_uses(seeded: RecallStore) -> dict[str, Callable[[str], Any]]:
+    """Every way an identifier reaches the store, by the argument's name."""
+    return {
+        "agent_id": lambda v: seeded.record(v, [HumanMessage("x", id="id-test")]),
+        "pointer name": lambda v: seeded.set_pointer("ag", v, "git@x"),
+        "action_id": lambda v: seeded.claim("ag", v, tool="t", args={}, args_digest="d"),
+        "thread_id": lambda v: seeded.claim(
+            "ag", "act-t", tool="t", args={}, args_digest="d", thread_id=v
+        ),
+        "key": lambda v: seeded.put(("docs",), v, {"v": 1}),
+        "lease agent_id": lambda v: seeded.acquire_lease(v, "holder", 30.0),
+    }
+
+
+BAD_IDS = {
+    "lone_surrogate": ("ab\ud800cd", "lone surrogate"),
+    "nul": ("ab\x00cd", "NUL"),
+    "over_512_bytes": ("x" * 513, "at most 512 bytes"),
+    "over_512_bytes_of_emoji": ("😀" * 129, "is 516 bytes in UTF-8"),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_IDS))
+def test_every_identifier_is_refused_the_same_way_on_both_engines(
+    seeded: RecallStore, bad: str
+) -> None:
+    # A lone surrogate was a UnicodeEncodeError naming nothing; a 10 KB id ran on SQLite and
+    # failed PostgreSQL's index ("index row requires 10256 bytes"); NUL was kept by SQLite.
+    value, problem = BAD_IDS[bad]
+    for name, use in _id_uses(seeded).items():
+        with pytest.raises(RecallError) as err:
+            use(value)
+        text = _invalid(err.value)
+        assert name.split()[-1] in text and problem in text, (name, text)
+        assert isinstance(err.value, ValueError), "invalid_value is also a ValueError"
+    assert seeded.actions("ag") == [] and seeded.pointers("ag") == {}
+    assert [a.agent_id for a in seeded.agents()] == ["ag"]
+
+
+def test_the_longest_identifiers_fit_postgresqls_index(seeded: RecallStore) -> None:
+    """512 incompressible bytes per identifier, 1600 per namespace: taken by both engines
+    (the widest index entry is an item's namespace and key together)."""
+    agent, key = _incompressible(512), _incompressible(512)
+    emoji = "😀" * 128  # 512 bytes in UTF-8
+    assert seeded.record(agent, [HumanMessage("long", id=_incompressible(200))]) == 1
+    seeded.set_pointer(agent, emoji, "git@x")
+    seeded.claim(agent, _incompressible(512), tool=_incompressible(512), args={}, args_digest="d")
+    namespace = tuple(_incompressible(199) for _ in range(8))  # 8 * 199 + 7 = 1599 bytes
+    seeded.put(namespace, key, {"v": 1})
+    assert seeded.get(namespace, key).value == {"v": 1}
+    assert seeded.pointers(agent)[emoji].target == "git@x"
+    with pytest.raises(InvalidNamespaceError) as err:
+        seeded.put((*namespace[:-1], _incompressible(201)), key, {"v": 1})
+    assert "at most 1600 bytes" in str(err.value)
+
+
+def test_reads_refuse_only_what_no_write_could_have_stored(seeded: RecallStore) -> None:
+    # An id over the limit may have been written before the rule: reading it just finds none.
+    assert seeded.turns("x" * 600) == []
+    assert seeded.get(("docs",), "k" * 600) is None
+    for read in (
+        lambda: seeded.turns("a\ud800"),
+        lambda: seeded.working_state(""),
+        lambda: seeded.get(("docs",), "k\ud800"),
+        lambda: seeded.action("act\ud800"),
+        lambda: seeded.fetch_output("out-\x00"),
+    ):
+        with pytest.raises(RecallError) as err:
+            read()
+        _invalid(err.value)
+
+
+def test_the_briefing_of_an_empty_agent_id_is_an_invalid_value(seeded: RecallStore) -> None:
+    # It was LangGraph's InvalidNamespaceError about the namespace ("recall", "", "memories").
+    for agent in ("", "a\ud800"):
+        with pytest.raises(RecallError) as err:
+            seeded.briefing(agent)
+        assert "agent_id" in _invalid(err.value)
+        assert not isinstance(err.value, InvalidNamespaceError)
+
+
+def test_an_invalid_value_is_a_value_error_however_it_is_raised() -> None:
+    err = RecallError("no", code="invalid_value")
+    assert isinstance(err, InvalidValue) and isinstance(err, ValueError)
+    assert RecallError.for_code("invalid_value") is InvalidValue
+    assert type(pickle.loads(pickle.dumps(err))) is InvalidValue
+    assert not isinstance(RecallError("no", code="unknown_agent"), ValueError)
+
+
+# --- search filters: one behaviour on both engines -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flt",
+    [
+        {"n": float("nan")},
+        {"n": {"$ne": float("nan")}},
+        {"n": {"$gt": float("nan")}},
+        {"n": float("inf")},
+    ],
+)
+def test_a_filter_no_item_can_match_is_refused_on_both_engines(
+    seeded: RecallStore, flt: dict[str, Any]
+) -> None:
+    # A NaN filter returned [] on SQLite and invalid_value on PostgreSQL (which orders NaN
+    # above every number, so {"$gt": nan} would have matched nothing there either way).
+    seeded.put(("docs",), "num", {"n": 1})
+    with pytest.raises(RecallError) as err:
+        seeded.search(("docs",), filter=flt)
+    assert "'n'" in _invalid(err.value)
+
+
+def test_range_filters_beyond_any_float_are_answered(seeded: RecallStore) -> None:
+    # float(10**400) was a raw OverflowError on both engines.
+    seeded.put(("docs",), "num", {"n": 1})
+    assert seeded.search(("docs",), filter={"n": {"$gt": 10**400}}) == []
+    assert [i.key for i in seeded.search(("docs",), filter={"n": {"$lt": 10**400}})] == ["num"]
+    assert [i.key for i in seeded.search(("docs",), filter={"n": {"$gt": -math.inf}})] == ["num"]
+
+
+# --- runs and tool calls ---------------------------------------------------------------------
+
+
+def _graph(store: RecallStore, node: Any, script: list[dict[str, Any]]) -> tuple[Any, Any]:
+    saver = store.checkpointer()
+    return build_graph(node, script, store=store, checkpointer=saver), saver
+
+
+@pytest.mark.parametrize("agent_id", ["", "x" * 10_000, "a\ud800"])
+def test_a_run_for_an_agent_id_that_is_not_one_is_refused_before_the_lease(
+    seeded: RecallStore, agent_id: str
+) -> None:
+    # "" fell back to the thread id ("   " was refused); 10 KB ran, and the briefing then
+    # blamed the token budget.
+    ran: list[int] = []
+
+    @tool
+    def note(n: int) -> str:
+        """Note n."""
+        ran.append(n)
+        return "ok"
+
+    node = DurableToolNode([note], classes={"note": "external"})
+    graph, saver = _graph(seeded, node, [reply("", call("note", n=1)), reply("done")])
+    try:
+        with pytest.raises(RecallError) as err:
+            graph.invoke(
+                {"messages": [HumanMessage("go")]},
+                {"configurable": {"thread_id": "t-1", "agent_id": agent_id}},
+            )
+        assert "agent_id" in _invalid(err.value)
+        assert ran == [] and [a.agent_id for a in seeded.agents()] == ["ag"]
+        assert seeded.lease("t-1") is None
+        # Absent (or None), the agent is the thread, as the DESIGN says.
+        graph.invoke(
+            {"messages": [HumanMessage("go")]},
+            {"configurable": {"thread_id": "t-2", "agent_id": None}},
+        )
+        assert ran == [1] and [a.status for a in seeded.actions("t-2")] == ["done"]
+    finally:
+        saver.close()
+
+
+def test_a_turn_id_that_is_not_one_is_refused_before_the_run(seeded: RecallStore) -> None:
+    graph, saver = _graph(seeded, DurableToolNode([]), [reply("hi")])
+    try:
+        for turn_id in ("", "t\ud800", "t" * 600):
+            with pytest.raises(RecallError) as err:
+                graph.invoke(
+                    {"messages": [HumanMessage("go")]},
+                    {"configurable": {"thread_id": "t-1", "agent_id": "ag", "turn_id": turn_id}},
+                )
+            assert "turn_id" in _invalid(err.value)
+        assert [t.msg_id for t in seeded.turns("ag")] == ["m0"]
+    finally:
+        saver.close()
+
+
+UNSTORABLE_ARGS: dict[str, tuple[Any, str]] = {
+    "int_over_64_bits": (10**400, "['n'] is an int beyond 64 bits"),
+    "lone_surrogate": ("to \ud800 x", "lone surrogate"),
+    "nested_too_deep": (functools.reduce(lambda v, _: [v], range(3000), []), "levels deep"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNSTORABLE_ARGS))
+def test_arguments_that_cannot_be_recorded_are_refused_before_the_tool_runs(
+    seeded: RecallStore, name: str
+) -> None:
+    # 10**400 gave msgpack's "Type is not msgpack serializable: AIMessage"; a lone surrogate
+    # was recorded as "?" (the call resumed with other arguments than it was asked with).
+    value, said = UNSTORABLE_ARGS[name]
+    ran: list[Any] = []
+
+    @tool
+    def pay(n: Any) -> str:
+        """Pay n."""
+        ran.append(n)
+        return "paid"
+
+    node = DurableToolNode([pay], classes={"pay": "external"})
+    graph, saver = _graph(seeded, node, [reply("", call("pay", n=value)), reply("done")])
+    try:
+        with pytest.raises(RecallError) as err:
+            graph.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-a"}})
+        assert said in _invalid(err.value)
+        assert ran == [] and seeded.actions("t-a") == []
+    finally:
+        saver.close()
+
+
+def test_a_result_langchain_cannot_render_is_recorded_done_with_a_stand_in(
+    seeded: RecallStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The tool returned; BaseTool.run's json.dumps/str() of 100,000 nested lists then raised
+    # RecursionError, and the call was recorded "failed" although its effect happened.
+    effects: list[int] = []
+
+    @tool
+    def deep(n: int) -> Any:
+        """Return something nested very deep."""
+        effects.append(n)
+        return functools.reduce(lambda v, _: [v], range(100_000), [])
+
+    node = DurableToolNode([deep], classes={"deep": "external"})
+    graph, saver = _graph(seeded, node, [reply("", call("deep", n=1)), reply("done")])
+    try:
+        with caplog.at_level(logging.WARNING, logger="langgraph_recall"):
+            out = graph.invoke(
+                {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-d"}}
+            )
+        [action] = seeded.actions("t-d")
+        assert effects == [1] and action.status == "done"
+        assert "RecursionError" in action.result.additional_kwargs["recall_stand_in"]
+        assert "deep ran, but its result could not be stored" in out["messages"][2].content
+        assert any("recorded done with a stand-in" in r.message for r in caplog.records)
+    finally:
+        saver.close()
+
+
+@pytest.mark.parametrize("calls", [1, 2], ids=["end_with_the_task_write", "end_on_its_own"])
+def test_an_answer_that_cannot_be_stored_is_recorded_done_with_a_stand_in(
+    seeded: RecallStore, calls: int
+) -> None:
+    # The end failed to pack (an artifact holding an int beyond 64 bits): the effect had
+    # happened and the call stayed open, in doubt; with one call the unpacked end even failed
+    # the run.
+    effects: list[int] = []
+
+    @tool(response_format="content_and_artifact")
+    def charge(n: int) -> tuple[str, Any]:
+        """Charge n."""
+        effects.append(n)
+        return f"charged {n}", {"receipt": 10**30}
+
+    node = DurableToolNode([charge], classes={"charge": "external"})
+    script = [reply("", *[call("charge", n=i) for i in range(calls)]), reply("done")]
+    graph, saver = _graph(seeded, node, script)
+    try:
+        out = graph.invoke(
+            {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-c"}}
+        )
+        actions = seeded.actions("t-c")
+        assert sorted(effects) == list(range(calls)) and len(actions) == calls
+        assert {a.status for a in actions} == {"done"}
+        for a in actions:
+            assert a.result.content.startswith("charged")
+            assert "int beyond 64 bits" in a.result.additional_kwargs["recall_stand_in"]
+        assert [m.content for m in out["messages"]][-1] == "done"
+        # A repeat answers from the record: nothing runs again.
+        graph.invoke(None, {"configurable": {"thread_id": "t-c"}})
+        assert sorted(effects) == list(range(calls))
+    finally:
+        saver.close()

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, cast
 from . import _actions, _leases
 from ._api_base import StoreBase
 from ._db import Tx
+from ._ids import check_id
 from ._models import Action, Approval, Claim, Lease, UndoReport
+from ._records import check_agent_id
 
 if TYPE_CHECKING:
     from ._store import RecallStore
@@ -69,6 +71,8 @@ class ActionsAPI(StoreBase):
         # attempt is inserted under the write lock, where the primary key settles any race
         # with claimers that read the same state.
         row: Sequence[Any] | None = None
+        # What the read below sends; the insert checks the whole intent (``check_intent_ids``).
+        check_id("action_id", action_id, write=False, hint=_actions.ACTION_HINT)
         if self._db.dialect == "postgres":
             # PostgreSQL: the read and a first attempt's claim are one autocommitted statement
             # (one round trip instead of a read, then BEGIN, four statements and COMMIT).
@@ -122,6 +126,7 @@ class ActionsAPI(StoreBase):
         # A finished end is remembered (``_finished``) only once it has committed: when this
         # call's transaction is the outermost one. Inside a caller's transaction it may still
         # roll back.
+        check_id("action_id", action_id, write=False, hint=_actions.ACTION_HINT)
         ended: list[Sequence[Any]] | None = [] if self._db.outermost() else None
         # PostgreSQL: `_actions.end` is one statement there, atomic on its own, so it runs
         # autocommitted (no BEGIN/COMMIT round trips). SQLite keeps BEGIN IMMEDIATE.
@@ -276,6 +281,7 @@ class ActionsAPI(StoreBase):
 
     def latest_decision(self, action_id: str) -> Approval | None:
         """The action's latest request or decision, or None when it has none."""
+        check_id("action_id", action_id, write=False, hint=_actions.ACTION_HINT)
         with self._db.tx() as tx:
             return _actions.latest_decision(tx, action_id)
 
@@ -310,6 +316,7 @@ class ActionsAPI(StoreBase):
 
     def pending_approvals(self, agent_id: str) -> list[Approval]:
         """Approval requests still waiting for a person."""
+        check_agent_id(agent_id, write=False)
         with self._db.tx() as tx:
             return _actions.pending_approvals(tx, agent_id)
 

@@ -221,7 +221,7 @@ def _bound_number(path: Sequence[str], op: str, value: Any) -> float:
         try:
             bound = float(value)
         except OverflowError:  # an int past any float: beyond every number an item holds
-            bound = math.copysign(math.inf, value)
+            bound = math.inf if value > 0 else -math.inf
         if not math.isnan(bound):
             return bound
     raise RecallError(

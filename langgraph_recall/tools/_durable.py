@@ -198,6 +198,9 @@ class DurableTools(ToolSet):
             given = call.get("args")
             args = canonical_args(schema, given or {}, injected)
             digest = args_digest(name, args)
+            text = given_text(given) if given else None
+            if (text is None or not text.isascii()) and unstorable(args, exact_text=True):
+                continue  # not to be recorded as it is: the node refuses it (``_canonical``)
             action_id = action_key(agent_id, str(message.id), str(call["id"]), name)
             intents.append(
                 Intent(
@@ -212,7 +215,6 @@ class DurableTools(ToolSet):
                     epoch=epoch,
                 )
             )
-            text = given_text(given) if given else None
             if text is not None:
                 self._keep_canon(action_id, _Canon(tool, given, text, args, digest))
         return intents
