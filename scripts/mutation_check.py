@@ -2459,7 +2459,9 @@ MUTATIONS = [
         "langgraph_recall/tools/_durable.py",
         "        except InvalidValue as exc:  # the answer cannot be packed: nothing was written\n",
         "        except KeyboardInterrupt as exc:\n",
-        ("tests/test_store_bad_input.py::-k::answer_that_cannot_be_stored and end_on_its_own and sqlite",),
+        (
+            "tests/test_store_bad_input.py::-k::answer_that_cannot_be_stored and end_on_its_own and sqlite",
+        ),
     ),
     Mutation(
         "unpackable_due_end",
@@ -2467,7 +2469,9 @@ MUTATIONS = [
         "langgraph_recall/tools/_durable.py",
         "            except InvalidValue as exc:  # the answer cannot be packed: nothing was sent\n",
         "            except KeyboardInterrupt as exc:\n",
-        ("tests/test_store_bad_input.py::-k::answer_that_cannot_be_stored and end_with_the_task_write and sqlite",),
+        (
+            "tests/test_store_bad_input.py::-k::answer_that_cannot_be_stored and end_with_the_task_write and sqlite",
+        ),
     ),
 ]
 
