@@ -653,8 +653,9 @@ def test_arguments_that_cannot_be_recorded_are_refused_before_the_tool_runs(
         saver.close()
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_result_langchain_cannot_render_is_recorded_done_with_a_stand_in(
-    seeded: RecallStore, caplog: pytest.LogCaptureFixture
+    seeded: RecallStore, caplog: pytest.LogCaptureFixture, mode: str
 ) -> None:
     # The tool returned; BaseTool.run's json.dumps/str() of 100,000 nested lists then raised
     # RecursionError, and the call was recorded "failed" although its effect happened.
@@ -669,10 +670,13 @@ def test_a_result_langchain_cannot_render_is_recorded_done_with_a_stand_in(
     node = DurableToolNode([deep], classes={"deep": "external"})
     graph, saver = _graph(seeded, node, [reply("", call("deep", n=1)), reply("done")])
     try:
+        inputs = {"messages": [HumanMessage("go")]}
+        config = {"configurable": {"thread_id": "t-d"}}
         with caplog.at_level(logging.WARNING, logger="langgraph_recall"):
-            out = graph.invoke(
-                {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-d"}}
-            )
+            if mode == "sync":
+                out = graph.invoke(inputs, config)
+            else:
+                out = asyncio.run(graph.ainvoke(inputs, config))
         [action] = seeded.actions("t-d")
         assert effects == [1] and action.status == "done"
         assert "RecursionError" in action.result.additional_kwargs["recall_stand_in"]
