@@ -2473,6 +2473,14 @@ MUTATIONS = [
             "tests/test_store_bad_input.py::-k::answer_that_cannot_be_stored and end_with_the_task_write and sqlite",
         ),
     ),
+    Mutation(
+        "filter_key",
+        "a filter key the driver cannot send is refused by name on both engines",
+        "langgraph_recall/store/_items.py",
+        '        check_id("filter key", path[-1], write=False, blank_ok=True, hint="filter on text keys")\n',
+        "        pass\n",
+        ("tests/test_store_bad_input.py::-k::filter_key_that and sqlite",),
+    ),
 ]
 
 

@@ -555,6 +555,14 @@ def test_a_filter_no_item_can_match_is_refused_on_both_engines(
     assert "'n'" in text and ("which no item holds" in text or "not NaN" in text)
 
 
+def test_a_filter_key_that_is_not_text_the_driver_can_send_is_named(seeded: RecallStore) -> None:
+    # A lone surrogate in a filter key was a UnicodeEncodeError from the driver.
+    for flt in ({"a\ud800": 1}, {"outer": {"in\x00ner": 1}}):
+        with pytest.raises(RecallError) as err:
+            seeded.search(("docs",), filter=flt)
+        assert "filter key" in _invalid(err.value)
+
+
 def test_range_filters_beyond_any_float_are_answered(seeded: RecallStore) -> None:
     # float(10**400) was a raw OverflowError on both engines.
     seeded.put(("docs",), "num", {"n": 1})

@@ -28,6 +28,7 @@ from langgraph.store.base import (
 from .._errors import RecallError
 from ._codec import dump_json, load_json
 from ._db import Tx
+from ._ids import check_id
 from ._schema import SEARCH_BODY_MAX, SEARCH_SEPARATORS
 
 _COLS = "i.prefix, i.key, i.value, i.created_at, i.updated_at, i.ttl_minutes"
@@ -308,6 +309,7 @@ def filter_sql(tx: Tx, flt: dict[str, Any] | None) -> tuple[str, list[Any]]:
             params.extend([p, p, bound])
 
     def walk(path: list[str], fv: Any) -> None:
+        check_id("filter key", path[-1], write=False, blank_ok=True, hint="filter on text keys")
         if isinstance(fv, dict):
             if any(k.startswith("$") for k in fv):
                 for op, v in fv.items():
