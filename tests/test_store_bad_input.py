@@ -579,22 +579,28 @@ def _graph(store: RecallStore, node: Any, script: list[dict[str, Any]]) -> tuple
     return build_graph(node, script, store=store, checkpointer=saver), saver
 
 
+def _paying(store: RecallStore, n: Any) -> tuple[Any, Any, list[Any]]:
+    """A graph whose model calls the external tool pay(n) once; what pay ran with."""
+    ran: list[Any] = []
+
+    @tool
+    def pay(n: Any) -> str:
+        """Pay n."""
+        ran.append(n)
+        return "paid"
+
+    node = DurableToolNode([pay], classes={"pay": "external"})
+    graph, saver = _graph(store, node, [reply("", call("pay", n=n)), reply("done")])
+    return graph, saver, ran
+
+
 @pytest.mark.parametrize("agent_id", ["", "x" * 10_000, "a\ud800"])
 def test_a_run_for_an_agent_id_that_is_not_one_is_refused_before_the_lease(
     seeded: RecallStore, agent_id: str
 ) -> None:
     # "" fell back to the thread id ("   " was refused); 10 KB ran, and the briefing then
     # blamed the token budget.
-    ran: list[int] = []
-
-    @tool
-    def note(n: int) -> str:
-        """Note n."""
-        ran.append(n)
-        return "ok"
-
-    node = DurableToolNode([note], classes={"note": "external"})
-    graph, saver = _graph(seeded, node, [reply("", call("note", n=1)), reply("done")])
+    graph, saver, ran = _paying(seeded, 1)
     try:
         with pytest.raises(RecallError) as err:
             graph.invoke(
@@ -643,16 +649,7 @@ def test_arguments_that_cannot_be_recorded_are_refused_before_the_tool_runs(
     # 10**400 gave msgpack's "Type is not msgpack serializable: AIMessage"; a lone surrogate
     # was recorded as "?" (the call resumed with other arguments than it was asked with).
     value, said = UNSTORABLE_ARGS[name]
-    ran: list[Any] = []
-
-    @tool
-    def pay(n: Any) -> str:
-        """Pay n."""
-        ran.append(n)
-        return "paid"
-
-    node = DurableToolNode([pay], classes={"pay": "external"})
-    graph, saver = _graph(seeded, node, [reply("", call("pay", n=value)), reply("done")])
+    graph, saver, ran = _paying(seeded, value)
     try:
         with pytest.raises(RecallError) as err:
             graph.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t-a"}})
