@@ -401,7 +401,7 @@ def test_an_upgrade_the_role_may_not_make_is_refused_clearly_and_changes_nothing
             RecallStore.open(as_role)
         assert err.value.code == "database"
         says = str(err.value)
-        assert "v7 to v8" in says and "owner" in says, says
+        assert f"v7 to v{SCHEMA_VERSION}" in says and "owner" in says, says
         with RecallStore.open(pg_dsn) as s:  # the owner upgrades it; nothing was lost
             assert [t.message.content for t in s.turns("ag")] == ["kept"]
             assert _meta(s, "schema_version") == str(SCHEMA_VERSION)
