@@ -298,7 +298,9 @@ def _fill_every_journal(store: RecallStore) -> None:
     store.claim("ag", "act-1", tool="t", args={}, args_digest="d")
     store.end("act-1", 1, "done", result="ok")
     store.record_decision("ag", "act-2", "approve", args_digest="d")
-    store.spend_approval("ag", "act-2", "d", 1)
+    claimed = store.claim("ag", "act-2", tool="t", args={}, args_digest="d")
+    store.spend_approval("ag", "act-2", "d", claimed.action.attempt)
+    store.end("act-2", claimed.action.attempt, "done", result="ok")
 
 
 def _count(store: RecallStore, table: str) -> int:

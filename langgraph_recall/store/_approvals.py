@@ -389,9 +389,9 @@ def _spend_problems(tx: Tx, approvals: dict[str, Approval]) -> list[tuple[Approv
         if a is None:
             found.append((None, f"{what} names no recorded decision (orphaned)"))
         elif a.action_id != action_id or a.decision != "approve":
-            found.append((a, f"{what} names a decision that is not an approval of that action"))
+            found.append((None, f"{what} names a decision that is not an approval of that action"))
         elif int(attempt) != WITHDRAWN and (action_id, int(attempt)) not in attempts:
-            found.append((a, f"{what} names an attempt that is not recorded (orphaned)"))
+            found.append((None, f"{what} names an attempt that is not recorded (orphaned)"))
     return found
 
 
