@@ -159,7 +159,7 @@ MUTATIONS = [
         "    pass  # used unverified\n",
         (
             "tests/test_attacks_approvals.py::-k::forged_request and appended",
-            "tests/test_attacks_approvals.py::-k::later_no_wins and re_appended",
+            "tests/test_attacks_approvals.py::-k::later_no_wins and appended",
         ),
     ),
     Mutation(
