@@ -132,7 +132,7 @@ MUTATIONS = [
         "digest",
         "digest comparison: an approval runs only the arguments it was given for",
         "langgraph_recall/store/_approvals.py",
-        '    if not hmac.compare_digest(a.args_digest or "", args_digest):\n',
+        "    if not _same(a.args_digest, args_digest):\n",
         "    if False:\n",
         (
             "tests/test_tools_approval.py::test_edited_saved_call_is_refused_and_nothing_runs",

@@ -185,7 +185,9 @@ def _untrusted(store: RecallStore, action_id: str) -> None:
 # --- forged requests ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("place", ["appended", "instead of the real one", "outside the chain"])
+@pytest.mark.parametrize(
+    "place", ["appended", "appended, not ascii", "instead of the real one", "outside the chain"]
+)
 def test_a_forged_request_for_edited_args_never_gets_signed(
     graph, store, sql, agent, effects, place
 ) -> None:
@@ -196,6 +198,8 @@ def test_a_forged_request_for_edited_args_never_gets_signed(
     [real] = sql.rows(action_id)
     if place == "appended":
         sql.insert(real, args_digest=mallory, signature="v2:" + "0" * 64, seq=2)
+    elif place == "appended, not ascii":  # compared as bytes, never a TypeError
+        sql.insert(real, args_digest=mallory, signature="v2:\u00e9", seq=2)
     elif place == "instead of the real one":
         sql.delete(real["approval_id"])
         sql.insert(real, args_digest=mallory, signature="v2:" + "0" * 64)
@@ -534,3 +538,36 @@ def _cli(capsys: Any, main: Any, *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     got = capsys.readouterr()
     return code, got.out, got.err
+
+
+# --- rows written before the chain --------------------------------------------------------------
+
+
+def test_an_unspent_yes_from_before_the_upgrade_is_asked_again(
+    graph, store, sql, agent, effects
+) -> None:
+    from langgraph_recall.store._approvals import sign_v1
+
+    request = _ask(graph, agent)
+    store.record_decision(agent, request["action_id"], "approve", args_digest=request["digest"])
+    # As schema v8 left them: no place, no attempt, the v1 signature (made with the secret:
+    # this is the old version's own record, not an attacker's).
+    for row in sql.rows(request["action_id"]):
+        sql.run(
+            "UPDATE recall_approvals SET seq = NULL, attempt = NULL, signature = ? "
+            "WHERE approval_id = ?",
+            (sign_v1(store._secret, _as_approval(row)), row["approval_id"]),
+        )
+    assert store.latest_decision(request["action_id"]) is None
+    out = graph.invoke(None, _config(agent))
+    assert _paid(effects) == []
+    assert out["__interrupt__"][0].value["action_id"] == request["action_id"]
+    graph.invoke(Command(resume={"type": "approve"}), _config(agent))
+    assert _paid(effects) == [(10, "alice")]
+    assert not any(request["action_id"] in p for p in verify(store).problems)
+
+
+def _as_approval(row: dict[str, Any]) -> Any:
+    from langgraph_recall.store import Approval
+
+    return Approval(**{k: v for k, v in row.items() if k not in ("args_type", "args")}, args=None)

@@ -88,6 +88,14 @@ def sign_v1(secret: bytes, a: Approval) -> str:
     return hmac.new(secret, msg, hashlib.sha256).hexdigest()
 
 
+def _same(expected: str | None, found: str | None) -> bool:
+    """Constant-time equality of two texts (any characters: a row's may be anything)."""
+    return hmac.compare_digest(
+        (expected or "").encode("utf-8", "surrogatepass"),
+        (found or "").encode("utf-8", "surrogatepass"),
+    )
+
+
 def approval_of(r: Sequence[Any]) -> Approval:
     return Approval(
         approval_id=r[0],
@@ -116,14 +124,16 @@ def chain_problems(secret: bytes, chain: Sequence[Approval]) -> list[tuple[Appro
     prev, prev_seq = "", 0
     for a in chain:
         seq = a.seq or 0
-        if seq == prev_seq:
+        if seq < 1:
+            found.append((a, f"is at place {seq}, which no chain has"))
+        elif seq == prev_seq:
             found.append((a, f"holds place {seq} of its action's chain a second time"))
         elif seq != prev_seq + 1:
             missing = f"{prev_seq + 1}" if seq == prev_seq + 2 else f"{prev_seq + 1} to {seq - 1}"
             found.append((a, f"is at place {seq}, but place {missing} is missing (deleted?)"))
         elif a.agent_id != chain[0].agent_id:
             found.append((a, f"names agent {a.agent_id!r}, its chain {chain[0].agent_id!r}"))
-        elif not hmac.compare_digest(sign(secret, a, prev), a.signature or ""):
+        elif not _same(sign(secret, a, prev), a.signature):
             found.append((a, "has an invalid signature"))
         prev, prev_seq = a.signature or "", seq
     return found
@@ -257,7 +267,7 @@ def spend_approval(
         )
     if a.decision == "reject":
         raise ApprovalDenied(f"a person rejected {action_id}: {a.message or 'no reason given'}")
-    if not hmac.compare_digest(a.args_digest or "", args_digest):
+    if not _same(a.args_digest, args_digest):
         raise ApprovalMismatch(
             f"the approval for {action_id} was given for other arguments (digest "
             f"{(a.args_digest or '')[:12]}), not the ones about to run ({args_digest[:12]}); "
@@ -347,7 +357,7 @@ def approval_problems(tx: Tx, secret: bytes) -> list[tuple[Approval | None, str]
         if a.agent_id not in agents:
             found.append((a, f"names agent {a.agent_id!r}, which has no records (orphaned)"))
         if a.seq is None:
-            if not hmac.compare_digest(sign_v1(secret, a), a.signature or ""):
+            if not _same(sign_v1(secret, a), a.signature):
                 found.append((a, "has an invalid signature (a row of the old format)"))
             continue
         chains.setdefault(a.action_id, []).append(a)
@@ -373,7 +383,7 @@ def _placed_elsewhere(secret: bytes, a: Approval, chain: list[Approval]) -> str 
     prevs = [""] + [c.signature for c in chain if c is not a]
     for seq in range(1, len(chain) + 2):
         for prev in prevs:
-            if hmac.compare_digest(sign(secret, replace(a, seq=seq), prev), a.signature):
+            if _same(sign(secret, replace(a, seq=seq), prev), a.signature):
                 return f"is out of order: it was signed for place {seq}, found at place {a.seq}"
     return None
 
