@@ -456,8 +456,24 @@ def test_args_edited_inside_an_approve_row_do_not_run(
     )
     out = graph.invoke(None, _config(agent))
     assert _paid(effects) == [] and _refused(out) == "approval_mismatch"
-    if also_digest:
-        _untrusted(store, request["action_id"])
+    _untrusted(store, request["action_id"])  # the stored arguments' bytes are signed too
+
+
+def test_args_edited_inside_a_request_row_are_not_shown_or_used(
+    graph, store, sql, agent, effects
+) -> None:
+    # What `langgraph-recall pending` and the briefing show a person is the row's arguments.
+    request = _ask(graph, agent)
+    [row] = sql.rows(request["action_id"])
+    atype, adata = dumps_typed({"amount": 1, "to": "alice"})
+    sql.run(
+        "UPDATE recall_approvals SET args_type = ?, args = ? WHERE approval_id = ?",
+        (atype, adata, row["approval_id"]),
+    )
+    assert request["action_id"] not in [a.action_id for a in store.pending_approvals(agent)]
+    out = graph.invoke(Command(resume={"type": "approve"}), _config(agent))
+    assert _paid(effects) == [] and _refused(out) == "approval_mismatch"
+    _untrusted(store, request["action_id"])
 
 
 # --- two rows at one place ----------------------------------------------------------------------

@@ -61,8 +61,20 @@ def _field(value: Any) -> bytes:
     return b"%d:%s," % (len(data), data)
 
 
-def sign(secret: bytes, a: Approval, prev: str) -> str:
-    """The v2 signature of ``a`` as the row after the one signed ``prev`` ("" for seq 1)."""
+def args_hash(args_type: str | None, args: Any) -> str | None:
+    """A fingerprint of the stored arguments' bytes (what ``pending`` shows), for the MAC."""
+    if args_type is None or args is None:
+        return None
+    return hashlib.sha256(args_type.encode() + b"\0" + bytes(args)).hexdigest()
+
+
+# A row as read: the decision, and the fingerprint of its stored arguments.
+Link = tuple[Approval, "str | None"]
+
+
+def sign(secret: bytes, a: Approval, prev: str, stored_args: str | None) -> str:
+    """The v2 signature of ``a`` as the row after the one signed ``prev`` ("" for seq 1);
+    ``stored_args``: ``args_hash`` of its stored arguments."""
     fields = (
         MAC_VERSION,
         a.key_id,
@@ -72,6 +84,7 @@ def sign(secret: bytes, a: Approval, prev: str) -> str:
         a.seq,
         a.decision,
         a.args_digest,
+        stored_args,
         a.message,
         a.task_id,
         a.asked,
@@ -115,14 +128,19 @@ def approval_of(r: Sequence[Any]) -> Approval:
     )
 
 
-def chain_problems(secret: bytes, chain: Sequence[Approval]) -> list[tuple[Approval, str]]:
+def link_of(r: Sequence[Any]) -> Link:
+    return approval_of(r), args_hash(r[4], r[5])
+
+
+def chain_problems(secret: bytes, chain: Sequence[Link]) -> list[tuple[Approval, str]]:
     """What is wrong with one action's chain (rows with a seq, in seq order); empty: it holds.
 
     Every row is checked, not only up to the first fault, so ``verify`` can name them all.
     """
     found: list[tuple[Approval, str]] = []
     prev, prev_seq = "", 0
-    for a in chain:
+    first = chain[0][0] if chain else None
+    for a, stored_args in chain:
         seq = a.seq or 0
         if seq < 1:
             found.append((a, f"is at place {seq}, which no chain has"))
@@ -131,9 +149,9 @@ def chain_problems(secret: bytes, chain: Sequence[Approval]) -> list[tuple[Appro
         elif seq != prev_seq + 1:
             missing = f"{prev_seq + 1}" if seq == prev_seq + 2 else f"{prev_seq + 1} to {seq - 1}"
             found.append((a, f"is at place {seq}, but place {missing} is missing (deleted?)"))
-        elif a.agent_id != chain[0].agent_id:
-            found.append((a, f"names agent {a.agent_id!r}, its chain {chain[0].agent_id!r}"))
-        elif not _same(sign(secret, a, prev), a.signature):
+        elif first is not None and a.agent_id != first.agent_id:
+            found.append((a, f"names agent {a.agent_id!r}, its chain {first.agent_id!r}"))
+        elif not _same(sign(secret, a, prev, stored_args), a.signature):
             found.append((a, "has an invalid signature"))
         prev, prev_seq = a.signature or "", seq
     return found
@@ -155,11 +173,11 @@ def _untrusted(action_id: str, problems: list[tuple[Approval, str]]) -> Approval
 def trusted_chain(tx: Tx, secret: bytes, action_id: str) -> list[Approval]:
     """The action's decisions in order, every one verified (one indexed read), or
     ``approval_mismatch`` naming the first problem."""
-    chain = [approval_of(r) for r in tx.all(_CHAIN, (action_id,))]
+    chain = [link_of(r) for r in tx.all(_CHAIN, (action_id,))]
     problems = chain_problems(secret, chain)
     if problems:
         raise _untrusted(action_id, problems)
-    return chain
+    return [a for a, _ in chain]
 
 
 def latest_decision(tx: Tx, secret: bytes, action_id: str) -> Approval | None:
@@ -211,8 +229,8 @@ def record_decision(
         seq=len(chain) + 1,
         attempt=int(row[0]) if row else 1,
     )
-    signature = sign(secret, a, last.signature if last else "")
     atype, adata = (None, None) if args is None else dumps_typed(args)
+    signature = sign(secret, a, last.signature if last else "", args_hash(atype, adata))
     inserted = tx.one(
         f"INSERT INTO recall_approvals ({_APPROVAL_COLS}) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {now}, ?, ?, ?, ?, ?) "
@@ -338,31 +356,33 @@ def pending_approvals(tx: Tx, secret: bytes, agent_id: str) -> list[Approval]:
     out = []
     for r in rows:
         a = approval_of(r)
-        chain = [approval_of(c) for c in tx.all(_CHAIN, (a.action_id,))]
-        if not chain_problems(secret, chain) and chain[-1].approval_id == a.approval_id:
+        chain = [link_of(c) for c in tx.all(_CHAIN, (a.action_id,))]
+        if not chain_problems(secret, chain) and chain[-1][0].approval_id == a.approval_id:
             out.append(a)
     return out
 
 
 def approval_problems(tx: Tx, secret: bytes) -> list[tuple[Approval | None, str]]:
     """Every problem with the recorded approvals and spends, each naming its row."""
-    rows = [approval_of(r) for r in tx.all(f"SELECT {_APPROVAL_COLS} FROM recall_approvals")]
+    links = [link_of(r) for r in tx.all(f"SELECT {_APPROVAL_COLS} FROM recall_approvals")]
     agents = {r[0] for r in tx.all("SELECT agent_id FROM recall_agents")}
     by_sig: dict[str, list[Approval]] = {}
-    for a in rows:
+    for a, _ in links:
         by_sig.setdefault(a.signature, []).append(a)
-    chains: dict[str, list[Approval]] = {}
+    chains: dict[str, list[Link]] = {}
     found: list[tuple[Approval | None, str]] = []
-    for a in rows:
+    for link in links:
+        a = link[0]
         if a.agent_id not in agents:
             found.append((a, f"names agent {a.agent_id!r}, which has no records (orphaned)"))
         if a.seq is None:
             if not _same(sign_v1(secret, a), a.signature):
                 found.append((a, "has an invalid signature (a row of the old format)"))
             continue
-        chains.setdefault(a.action_id, []).append(a)
+        chains.setdefault(a.action_id, []).append(link)
     for chain in chains.values():
-        chain.sort(key=lambda c: (c.seq, c.approval_id))
+        chain.sort(key=lambda link: (link[0].seq or 0, link[0].approval_id))
+        stored = {id(a): h for a, h in chain}
         for a, why in chain_problems(secret, chain):
             copies = [c for c in by_sig.get(a.signature, []) if c is not a]
             if copies:
@@ -372,18 +392,19 @@ def approval_problems(tx: Tx, secret: bytes) -> list[tuple[Approval | None, str]
                     f"{c.agent_id!r}): {why}"
                 )
             elif why == "has an invalid signature":
-                why = _placed_elsewhere(secret, a, chain) or why
+                why = _placed_elsewhere(secret, (a, stored[id(a)]), chain) or why
             found.append((a, why))
-    found += _spend_problems(tx, {a.approval_id: a for a in rows})
+    found += _spend_problems(tx, {a.approval_id: a for a, _ in links})
     return found
 
 
-def _placed_elsewhere(secret: bytes, a: Approval, chain: list[Approval]) -> str | None:
-    """Whether ``a`` verifies at another place of its chain (it was re-ordered)."""
-    prevs = [""] + [c.signature for c in chain if c is not a]
+def _placed_elsewhere(secret: bytes, link: Link, chain: list[Link]) -> str | None:
+    """Whether a row verifies at another place of its chain (it was re-ordered)."""
+    a, stored_args = link
+    prevs = [""] + [c.signature for c, _ in chain if c is not a]
     for seq in range(1, len(chain) + 2):
         for prev in prevs:
-            if _same(sign(secret, replace(a, seq=seq), prev), a.signature):
+            if _same(sign(secret, replace(a, seq=seq), prev, stored_args), a.signature):
                 return f"is out of order: it was signed for place {seq}, found at place {a.seq}"
     return None
 
