@@ -189,6 +189,14 @@ MUTATIONS = [
         ("tests/test_attacks_approvals.py::-k::deleted_request_asks_again",),
     ),
     Mutation(
+        "approval_stored_args_signed",
+        "a row's stored arguments (what pending and the briefing show) are covered by its MAC",
+        "langgraph_recall/store/_approvals.py",
+        "        a.args_digest,\n        stored_args,\n",
+        "        a.args_digest,\n",
+        ("tests/test_attacks_approvals.py::-k::inside_a_request_row",),
+    ),
+    Mutation(
         "approval_seq_unique",
         "two rows can never hold one place in an action's chain (two writers collide)",
         "langgraph_recall/store/_schema.py",

@@ -29,7 +29,7 @@ from langgraph_recall.store._codec import dumps_typed
 from langgraph_recall.store._schema import APPEND_ONLY_TABLES
 from langgraph_recall.store._verify import verify
 from langgraph_recall.testing import call, reply
-from langgraph_recall.tools import DurableToolNode
+from langgraph_recall.tools import DurableToolNode, IdempotencyKey
 from langgraph_recall.tools._canonical import args_digest
 
 _COLS = (
@@ -262,9 +262,9 @@ def _in_doubt_pay(effects: str, flag: str) -> Any:
     """pay(amount, to): pays, then the first time loses the bank's answer (``InDoubt``)."""
 
     @tool
-    def pay(amount: int, to: str) -> str:
+    def pay(amount: int, to: str, key: IdempotencyKey) -> str:
         """Pay someone."""
-        record_effect(effects, what="pay", amount=amount, to=to)
+        record_effect(effects, what="pay", amount=amount, to=to, key=key)
         if not os.path.exists(flag):
             open(flag, "w").close()
             raise InDoubt("the bank did not answer")
@@ -273,44 +273,79 @@ def _in_doubt_pay(effects: str, flag: str) -> Any:
     return pay
 
 
-@pytest.mark.parametrize("how", ["new id", "same id", "spend deleted"])
-def test_a_spent_approve_put_back_does_not_run_the_call_again(
-    shared, store, sql, agent, effects, tmp_path, how
-) -> None:
+def _paid_then_settled_not_done(
+    shared: Any, agent: str, effects: str, flag: str
+) -> tuple[Any, str, dict[str, Any]]:
+    """An approved payment went out, its answer was lost, and a person wrongly settled it as
+    not done. The graph, the action and its (spent) approve row."""
+    store, saver, sql = shared
     node = DurableToolNode(
-        [_in_doubt_pay(effects, str(tmp_path / "flag"))],
-        classes={"pay": "external"},
-        approve=("pay",),
+        [_in_doubt_pay(effects, flag)], classes={"pay": "external"}, approve=("pay",)
     )
     script = [reply("", call("pay", amount=10, to="alice")), reply("done")]
-    graph = build_graph(node, script, store=store, checkpointer=shared[1], name_prefix=agent)
-    request = _ask(graph, agent)
-    action_id = request["action_id"]
+    graph = build_graph(node, script, store=store, checkpointer=saver, name_prefix=agent)
+    action_id = _ask(graph, agent)["action_id"]
     graph.invoke(Command(resume={"type": "approve"}), _config(agent))
-    # The payment went out but its answer was lost; a person wrongly settles it "not done".
     assert _paid(effects) == [(10, "alice")]
     store.resolve(action_id, "not_done", note="no payment seen yet")
     [_, approve] = sql.rows(action_id)
+    return graph, action_id, approve
+
+
+def _run_tools_again(graph: Any, agent: str) -> dict[str, Any]:
+    """A worker runs the tools again from the checkpoint before them."""
+    config = _config(agent)
+    before = next(s for s in graph.get_state_history(config) if s.next == ("tools",))
+    return graph.invoke(None, before.config)  # type: ignore[no-any-return]
+
+
+def _drop_spend(sql: Attacker, approval_id: str) -> None:
+    sql.run("DELETE FROM recall_approval_spends WHERE approval_id = ?", (approval_id,))
+
+
+def _drop_attempt(sql: Attacker, action_id: str) -> None:
+    sql.run("DELETE FROM recall_actions WHERE action_id = ?", (action_id,))
+
+
+@pytest.mark.parametrize("how", ["new id", "same id", "spend deleted", "attempt deleted"])
+def test_a_spent_approve_put_back_does_not_run_the_call_again(
+    shared, store, sql, agent, effects, tmp_path, how
+) -> None:
+    graph, action_id, approve = _paid_then_settled_not_done(
+        shared, agent, effects, str(tmp_path / "flag")
+    )
     if how == "new id":  # the issue's replay: the spent row again, under a new id and place
         sql.insert(approve, seq=3)
     elif how == "same id":  # the same row again: the original deleted, re-inserted as new
         sql.delete(approve["approval_id"])
-        sql.run(
-            "DELETE FROM recall_approval_spends WHERE approval_id = ?", (approve["approval_id"],)
-        )
+        _drop_spend(sql, approve["approval_id"])
         sql.insert(approve, approval_id=approve["approval_id"])
-    else:
-        sql.run(
-            "DELETE FROM recall_approval_spends WHERE approval_id = ?", (approve["approval_id"],)
-        )
-    # A worker runs the tools again from the checkpoint before them.
-    config = _config(agent)
-    before = next(s for s in graph.get_state_history(config) if s.next == ("tools",))
-    out = graph.invoke(None, before.config)
+    elif how == "spend deleted":
+        _drop_spend(sql, approve["approval_id"])
+    else:  # the attempt it ran as deleted: the next claim is attempt 1 again
+        _drop_attempt(sql, action_id)
+    out = _run_tools_again(graph, agent)
     assert _paid(effects) == [(10, "alice")]  # once, as the one decision authorised
     assert _refused(out) == "approval_mismatch"
     if how == "new id":
         _untrusted(store, action_id)
+
+
+def test_a_rollback_of_every_table_involved_runs_the_call_again_under_the_same_key(
+    shared, sql, agent, effects, tmp_path
+) -> None:
+    """The limit no check inside the database can pass (docs/security.md): the attempt and its
+    spend deleted together are the store as it was just after the "yes". The call runs again,
+    with the key it ran with, so an API that honours idempotency keys executes it once."""
+    graph, action_id, approve = _paid_then_settled_not_done(
+        shared, agent, effects, str(tmp_path / "flag")
+    )
+    _drop_spend(sql, approve["approval_id"])
+    _drop_attempt(sql, action_id)
+    _run_tools_again(graph, agent)
+    paid = read_effects(effects)
+    assert [(e["amount"], e["to"]) for e in paid] == [(10, "alice")] * 2
+    assert paid[0]["key"] == paid[1]["key"] == action_id
 
 
 # --- a later "no" -------------------------------------------------------------------------------
