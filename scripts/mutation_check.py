@@ -131,8 +131,8 @@ MUTATIONS = [
     Mutation(
         "digest",
         "digest comparison: an approval runs only the arguments it was given for",
-        "langgraph_recall/store/_actions.py",
-        '    if not hmac.compare_digest(a.args_digest or "", args_digest):\n',
+        "langgraph_recall/store/_approvals.py",
+        "    if not _same(a.args_digest, args_digest):\n",
         "    if False:\n",
         (
             "tests/test_tools_approval.py::test_edited_saved_call_is_refused_and_nothing_runs",
@@ -142,10 +142,83 @@ MUTATIONS = [
     Mutation(
         "spend",
         "single spend: one approval is used by one execution",
-        "langgraph_recall/store/_actions.py",
-        "    if not spent:\n        raise ApprovalMismatch(_spent_by(",
-        "    if False:\n        raise ApprovalMismatch(_spent_by(",
-        ("tests/test_tools_approval.py::test_approval_is_spent_by_one_attempt",),
+        "langgraph_recall/store/_approvals.py",
+        "    if not spent:\n        raise ApprovalMismatch(\n",
+        "    if False:\n        raise ApprovalMismatch(\n",
+        (
+            "tests/test_store_records.py::-k::spent_once_for_exactly",
+            "tests/test_store_concurrency.py::-k::spent_by_exactly_one_process",
+        ),
+    ),
+    Mutation(
+        "approval_chain",
+        "an action's decisions are used only when its whole chain verifies (a forged request's "
+        "digest is never signed, a re-appended or re-ordered yes never beats a later no)",
+        "langgraph_recall/store/_approvals.py",
+        "    if problems:\n        raise _untrusted(action_id, problems)\n",
+        "    pass  # used unverified\n",
+        (
+            "tests/test_attacks_approvals.py::-k::forged_request and appended",
+            "tests/test_attacks_approvals.py::-k::later_no_wins and appended",
+        ),
+    ),
+    Mutation(
+        "approval_gap",
+        "a decision deleted from the middle of a chain leaves a gap that is named",
+        "langgraph_recall/store/_approvals.py",
+        "        elif seq != prev_seq + 1:\n",
+        "        elif False:\n",
+        ("tests/test_attacks_approvals.py::-k::request_deleted_under",),
+    ),
+    Mutation(
+        "approval_request_vanished",
+        "an answer handed to a request this execution had to record anew is asked again, never "
+        "signed (its question's record was deleted)",
+        "langgraph_recall/tools/_approval.py",
+        "        if recorded_now or taken <= stale:\n",
+        "        if False:\n",
+        ("tests/test_attacks_approvals.py::-k::deleted_request_asks_again",),
+    ),
+    Mutation(
+        "approval_stale_kept",
+        "answers found stale stay stale for later runs of the task (the request asked anew "
+        "records how many)",
+        "langgraph_recall/tools/_approval.py",
+        "            if needs_answer and recorded_now and stale:\n",
+        "            if False:\n",
+        ("tests/test_attacks_approvals.py::-k::deleted_request_asks_again",),
+    ),
+    Mutation(
+        "approval_stored_args_signed",
+        "a row's stored arguments (what pending and the briefing show) are covered by its MAC",
+        "langgraph_recall/store/_approvals.py",
+        "        a.args_digest,\n        stored_args,\n",
+        "        a.args_digest,\n",
+        ("tests/test_attacks_approvals.py::-k::inside_a_request_row",),
+    ),
+    Mutation(
+        "approval_seq_unique",
+        "two rows can never hold one place in an action's chain (two writers collide)",
+        "langgraph_recall/store/_schema.py",
+        '("action_id", "seq"), unique=True)',
+        '("action_id", "seq"), unique=False)',
+        ("tests/test_attacks_approvals.py::-k::one_place",),
+    ),
+    Mutation(
+        "approval_attempt_bound",
+        "an approve runs the attempt it was given for only (a deleted spend runs nothing again)",
+        "langgraph_recall/store/_approvals.py",
+        "    if a.attempt != attempt:\n",
+        "    if False:\n",
+        ("tests/test_attacks_approvals.py::-k::spent_approve_put_back and spend",),
+    ),
+    Mutation(
+        "approval_withdrawn",
+        "a no recorded after an unspent yes withdraws it (deleting the no runs nothing)",
+        "langgraph_recall/store/_approvals.py",
+        '    if decision == "reject" and last is not None and last.decision == "approve":\n',
+        "    if False:\n",
+        ("tests/test_attacks_approvals.py::-k::later_no_wins and reject",),
     ),
     Mutation(
         "durability",

@@ -153,8 +153,28 @@ def _spend(store: RecallStore, attempt: int) -> str:
 
 def test_an_approval_is_spent_by_exactly_one_process(store: RecallStore, store_target: str) -> None:
     store.record_decision("ag", "pay-1", "approve", args_digest="digest")
-    results = ok_results(run_together(store_target, _spend, [(n,) for n in range(8)]))
+    # All for the attempt it authorises: the spends table's key lets one of them through.
+    results = ok_results(run_together(store_target, _spend, [(1,) for _ in range(8)]))
     assert sorted(results) == ["refused"] * 7 + ["spent"]
+
+
+def _decide(store: RecallStore, n: int) -> str:
+    try:
+        store.record_decision("ag", "pay-1", "approve" if n % 2 else "reject", args_digest="d")
+        return "recorded"
+    except ApprovalMismatch:  # another writer took the same place in the chain first
+        return "collided"
+
+
+def test_decisions_recorded_at_once_make_one_chain(store: RecallStore, store_target: str) -> None:
+    store.record_decision("ag", "pay-1", "requested", args_digest="d")
+    results = ok_results(run_together(store_target, _decide, [(n,) for n in range(8)]))
+    recorded = results.count("recorded")
+    assert recorded >= 1 and recorded + results.count("collided") == 8
+    # Every decision that was recorded has a place of its own, and the chain verifies.
+    assert store.verify_approvals() == []
+    latest = store.latest_decision("pay-1")
+    assert latest is not None and latest.seq == recorded + 1
 
 
 # --- opening a fresh database --------------------------------------------------------------

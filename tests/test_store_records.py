@@ -719,7 +719,8 @@ def test_a_forged_or_foreign_decision_does_not_spend(
     with store._db.tx(write=True) as tx:
         tx.run(
             "INSERT INTO recall_approvals (approval_id, agent_id, action_id, decision, args_digest, "
-            "signature, created_at) VALUES (?, 'ag', 'pay-1', 'approve', 'd9999', ?, {now})",
+            "signature, created_at, seq, attempt) "
+            "VALUES (?, 'ag', 'pay-1', 'approve', 'd9999', ?, {now}, 2, 1)",
             (real.approval_id + "z", real.signature),
         )
     with pytest.raises(ApprovalMismatch) as err:

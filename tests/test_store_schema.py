@@ -298,7 +298,9 @@ def _fill_every_journal(store: RecallStore) -> None:
     store.claim("ag", "act-1", tool="t", args={}, args_digest="d")
     store.end("act-1", 1, "done", result="ok")
     store.record_decision("ag", "act-2", "approve", args_digest="d")
-    store.spend_approval("ag", "act-2", "d", 1)
+    claimed = store.claim("ag", "act-2", tool="t", args={}, args_digest="d")
+    store.spend_approval("ag", "act-2", "d", claimed.action.attempt)
+    store.end("act-2", claimed.action.attempt, "done", result="ok")
 
 
 def _count(store: RecallStore, table: str) -> int:
@@ -401,7 +403,7 @@ def test_an_upgrade_the_role_may_not_make_is_refused_clearly_and_changes_nothing
             RecallStore.open(as_role)
         assert err.value.code == "database"
         says = str(err.value)
-        assert "v7 to v8" in says and "owner" in says, says
+        assert f"v7 to v{SCHEMA_VERSION}" in says and "owner" in says, says
         with RecallStore.open(pg_dsn) as s:  # the owner upgrades it; nothing was lost
             assert [t.message.content for t in s.turns("ag")] == ["kept"]
             assert _meta(s, "schema_version") == str(SCHEMA_VERSION)

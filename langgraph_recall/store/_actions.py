@@ -1,4 +1,5 @@
-"""The agent's actions (one row per attempt: the intent, then its end) and approvals.
+"""The agent's actions (one row per attempt: the intent, then its end); approvals are in
+``_approvals``.
 
 Every function takes an open ``Tx`` and is written once for both engines. A claim and a spend
 decide on what they read, so they run in a write transaction (``BEGIN IMMEDIATE`` on SQLite)
@@ -8,20 +9,16 @@ never both win.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import ApprovalDenied, ApprovalMismatch, ApprovalRequired, LeaseHeld, RecallError
+from .._errors import ApprovalMismatch, LeaseHeld, RecallError
 from ._codec import dumps_typed, loads_record, loads_typed
 from ._db import Tx
 from ._ids import check_id
-from ._models import Action, Approval, Claim
-from ._records import bump, check_agent_id, touch_agent
+from ._models import Action, Claim
+from ._records import bump, check_agent_id
 
 # --- actions ---------------------------------------------------------------------------------
 
@@ -468,154 +465,3 @@ def _refuse_while_running(tx: Tx, action: Action) -> None:
         epoch=int(row[1]),
         expires_at=float(row[2]),
     )
-
-
-# --- approvals -------------------------------------------------------------------------------
-
-
-def _sign(secret: bytes, agent_id: str, action_id: str, decision: str, digest: str | None) -> str:
-    msg = "\x1f".join([agent_id, action_id, decision, digest or ""]).encode()
-    return hmac.new(secret, msg, hashlib.sha256).hexdigest()
-
-
-def _approval(r: Sequence[Any]) -> Approval:
-    return Approval(
-        approval_id=r[0],
-        agent_id=r[1],
-        action_id=r[2],
-        decision=r[3],
-        args=loads_typed(r[4], r[5]) if r[4] is not None else None,
-        args_digest=r[6],
-        message=r[7],
-        signature=r[8],
-        created_at=r[9],
-        task_id=r[10],
-        asked=None if r[11] is None else int(r[11]),
-    )
-
-
-_APPROVAL_COLS = (
-    "approval_id, agent_id, action_id, decision, args_type, args, args_digest, message, "
-    "signature, created_at, task_id, asked"
-)
-
-
-def record_decision(
-    tx: Tx,
-    secret: bytes,
-    *,
-    agent_id: str,
-    action_id: str,
-    decision: str,
-    args: Any = None,
-    args_digest: str | None = None,
-    message: str | None = None,
-    task_id: str | None = None,
-    asked: int | None = None,
-) -> Approval:
-    if decision not in ("requested", "approve", "reject"):
-        raise RecallError(f"unknown decision {decision!r}", code="invalid_value")
-    touch_agent(tx, agent_id)
-    approval_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
-    atype, adata = (None, None) if args is None else dumps_typed(args)
-    sig = _sign(secret, agent_id, action_id, decision, args_digest)
-    tx.run(
-        f"INSERT INTO recall_approvals ({_APPROVAL_COLS}) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {now}, ?, ?)",
-        (
-            approval_id,
-            agent_id,
-            action_id,
-            decision,
-            atype,
-            adata,
-            args_digest,
-            message,
-            sig,
-            task_id,
-            asked,
-        ),
-    )
-    return latest_decision(tx, action_id)  # type: ignore[return-value]
-
-
-def latest_decision(tx: Tx, action_id: str) -> Approval | None:
-    row = tx.one(
-        f"SELECT {_APPROVAL_COLS} FROM recall_approvals WHERE action_id = ? "
-        "ORDER BY approval_id DESC LIMIT 1",
-        (action_id,),
-    )
-    return None if row is None else _approval(row)
-
-
-def verify_signature(secret: bytes, a: Approval) -> bool:
-    expected = _sign(secret, a.agent_id, a.action_id, a.decision, a.args_digest)
-    return hmac.compare_digest(expected, a.signature)
-
-
-def spend_approval(
-    tx: Tx, secret: bytes, *, agent_id: str, action_id: str, args_digest: str, attempt: int
-) -> Approval:
-    """Use the latest decision for this action to run it with exactly ``args_digest``. Once."""
-    a = latest_decision(tx, action_id)
-    if a is None or a.decision == "requested":
-        raise ApprovalRequired(f"action {action_id} has no decision yet; ask a person first")
-    if a.agent_id != agent_id or not verify_signature(secret, a):
-        raise ApprovalMismatch(
-            f"the decision on record for {action_id} does not carry a valid signature for this "
-            "agent; it was altered or made with another secret, so nothing runs",
-        )
-    if a.decision == "reject":
-        raise ApprovalDenied(f"a person rejected {action_id}: {a.message or 'no reason given'}")
-    if not hmac.compare_digest(a.args_digest or "", args_digest):
-        raise ApprovalMismatch(
-            f"the approval for {action_id} was given for other arguments (digest "
-            f"{(a.args_digest or '')[:12]}), not the ones about to run ({args_digest[:12]}); "
-            "nothing ran. Ask for a new decision.",
-        )
-    spent = tx.run(
-        "INSERT INTO recall_approval_spends (approval_id, action_id, attempt, created_at) "
-        "VALUES (?, ?, ?, {now}) ON CONFLICT (approval_id) DO NOTHING",
-        (a.approval_id, action_id, attempt),
-    )
-    if not spent:
-        raise ApprovalMismatch(_spent_by(tx, a.approval_id, action_id))
-    return a
-
-
-def _spent_by(tx: Tx, approval_id: str, action_id: str) -> str:
-    """Why a used approval cannot run its call again, naming the attempt that used it. One
-    settled by a person as not done is the common case (a crash mid-call, then ``resolve
-    --not-done``): its approval went with it, so running the call takes a new decision."""
-    row = tx.one(
-        "SELECT s.attempt, a.outcome, a.note FROM recall_approval_spends s LEFT JOIN "
-        "recall_actions a ON a.action_id = s.action_id AND a.attempt = s.attempt "
-        "WHERE s.approval_id = ?",
-        (approval_id,),
-    )
-    if row is not None and row[1] == "not_done":
-        note = f" ({row[2]})" if row[2] else ""
-        return (
-            f"its approval was used by attempt {row[0]} of {action_id}, which was settled as "
-            f"not done{note}; one approval runs one execution, so nothing ran now. To run it, "
-            "call the tool again: the new call is put to a person again."
-        )
-    return (
-        f"the approval for {action_id} was already used by one execution; a replayed resume "
-        "cannot run the call again. Ask for a new decision."
-    )
-
-
-def pending_approvals(tx: Tx, agent_id: str) -> list[Approval]:
-    """Requests with no decision after them."""
-    rows = tx.all(
-        f"SELECT {_APPROVAL_COLS} FROM recall_approvals r WHERE r.agent_id = ? AND "
-        "r.decision = 'requested' AND NOT EXISTS (SELECT 1 FROM recall_approvals d WHERE "
-        "d.action_id = r.action_id AND d.approval_id > r.approval_id) ORDER BY r.approval_id",
-        (agent_id,),
-    )
-    return [_approval(r) for r in rows]
-
-
-def all_approvals(tx: Tx) -> list[Approval]:
-    return [_approval(r) for r in tx.all(f"SELECT {_APPROVAL_COLS} FROM recall_approvals")]

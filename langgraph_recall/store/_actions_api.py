@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _actions, _leases
+from . import _actions, _approvals, _leases
 from ._api_base import StoreBase
 from ._db import Tx
 from ._ids import check_id
@@ -254,12 +254,22 @@ class ActionsAPI(StoreBase):
         task_id: str | None = None,
         asked: int | None = None,
     ) -> Approval:
-        """Record a request or a decision for an action, signed over agent, action and digest.
+        """Append a request or a decision to the action's chain of decisions, signed.
 
-        ``task_id`` and ``asked``: the LangGraph task a person's answer came in and how many
-        answers that asking took (the approval protocol's own; leave them out)."""
+        The signature covers the agent, the action, the row's id and place in the chain, the
+        decision, the arguments' digest, the message, the attempt it authorises and the row
+        before it (see ``docs/security.md``). ``task_id`` and ``asked``: the LangGraph task a
+        person's answer came in and how many answers that asking took (the approval
+        protocol's own; leave them out).
+
+        Raises:
+            ApprovalMismatch: the action's recorded decisions do not verify (nothing is
+                recorded on an untrusted chain), or another writer appended at the same moment.
+            RecallError: ``invalid_value`` for an unknown decision or a bad identifier.
+        """
+        check_id("action_id", action_id, hint=_actions.ACTION_HINT)
         with self._db.tx(write=True) as tx:
-            return _actions.record_decision(
+            return _approvals.record_decision(
                 tx,
                 self._secret,
                 agent_id=agent_id,
@@ -280,10 +290,13 @@ class ActionsAPI(StoreBase):
         return await self._run(self.record_decision, agent_id, action_id, decision, **kw)
 
     def latest_decision(self, action_id: str) -> Approval | None:
-        """The action's latest request or decision, or None when it has none."""
+        """The action's latest request or decision, or None when it has none.
+
+        The action's whole chain is verified first: ``ApprovalMismatch`` when any of its rows
+        was altered, copied, re-ordered or deleted."""
         check_id("action_id", action_id, write=False, hint=_actions.ACTION_HINT)
         with self._db.tx() as tx:
-            return _actions.latest_decision(tx, action_id)
+            return _approvals.latest_decision(tx, self._secret, action_id)
 
     async def alatest_decision(self, action_id: str) -> Approval | None:
         """Async twin of ``latest_decision``: the action's latest decision, or None."""
@@ -292,13 +305,15 @@ class ActionsAPI(StoreBase):
     def spend_approval(
         self, agent_id: str, action_id: str, args_digest: str, attempt: int
     ) -> Approval:
-        """Spend the latest decision on one execution of exactly ``args_digest``.
+        """Spend the latest decision on attempt ``attempt``, run with exactly ``args_digest``.
 
-        Raises ``approval_denied`` after a "no", ``approval_mismatch`` for other arguments, a bad
-        signature or an approval already spent, ``approval_required`` when none was given.
+        Raises ``approval_denied`` after a "no"; ``approval_mismatch`` for other arguments,
+        another attempt than the one the approval was given for, an approval already spent or
+        withdrawn, or a chain of decisions that does not verify; ``approval_required`` when
+        none was given.
         """
         with self._db.tx(write=True) as tx:
-            return _actions.spend_approval(
+            return _approvals.spend_approval(
                 tx,
                 self._secret,
                 agent_id=agent_id,
@@ -318,7 +333,7 @@ class ActionsAPI(StoreBase):
         """Approval requests still waiting for a person."""
         check_agent_id(agent_id, write=False)
         with self._db.tx() as tx:
-            return _actions.pending_approvals(tx, agent_id)
+            return _approvals.pending_approvals(tx, self._secret, agent_id)
 
     async def apending_approvals(self, agent_id: str) -> list[Approval]:
         """Async twin of ``pending_approvals``: the agent's approval requests still waiting for a
@@ -326,13 +341,12 @@ class ActionsAPI(StoreBase):
         return await self._run(self.pending_approvals, agent_id)
 
     def verify_approvals(self) -> list[Approval]:
-        """Approvals whose signature does not verify with this store's secret (empty is good)."""
+        """Approval rows that do not verify with this store's secret, or are out of place in
+        their action's chain (copied, re-ordered, gapped, orphaned); empty is good.
+        ``langgraph-recall verify`` says what is wrong with each."""
         with self._db.tx() as tx:
-            return [
-                a
-                for a in _actions.all_approvals(tx)
-                if not _actions.verify_signature(self._secret, a)
-            ]
+            found = _approvals.approval_problems(tx, self._secret)
+        return list({a.approval_id: a for a, _ in found if a is not None}.values())
 
     async def averify_approvals(self) -> list[Approval]:
         """Async twin of ``verify_approvals``: approvals whose signature does not verify (empty is

@@ -115,6 +115,12 @@ class Approval:
     # request, a decision recorded through the store, or one written before schema v7.
     task_id: str | None = None
     asked: int | None = None
+    # The decision's place in its action's chain (1, 2, ...), the attempt of the action it
+    # authorises, and the id of the key that signed it (None: the store's secret). All None
+    # on a row written before schema v9, which is no longer used to decide anything.
+    seq: int | None = None
+    attempt: int | None = None
+    key_id: str | None = None
 
 
 @dataclass(frozen=True)

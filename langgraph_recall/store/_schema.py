@@ -570,6 +570,20 @@ MIGRATIONS.append(
     ]
 )
 
+# v9: approvals become a signed chain per action (``_approvals``): each row's place ``seq``,
+# the attempt it authorises and its signing key's id (NULL: the store's secret), all covered
+# by the v2 signature with the row before it. The unique index makes two writers of one
+# place collide and is the one indexed read a spend verifies the chain with. Rows written
+# before keep NULL there and are no longer used to decide: their question is asked anew
+# (re-signing them now would bless any row an attacker had added under the old signature).
+MIGRATIONS.append(
+    [
+        Columns("recall_approvals", (("seq", "INT"), ("attempt", "INT"), ("key_id", "TEXT"))),
+        Index("recall_approvals_chain", "recall_approvals", ("action_id", "seq"), unique=True),
+    ]
+)
+APPROVAL_CHAIN_VERSION = len(MIGRATIONS)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _CURRENT = _current_tables(MIGRATIONS)

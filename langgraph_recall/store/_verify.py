@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._actions import actions as list_actions
-from ._schema import APPEND_ONLY_TABLES, SCHEMA_VERSION
+from ._approvals import approval_problems
+from ._schema import APPEND_ONLY_TABLES, APPROVAL_CHAIN_VERSION, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from ._store import RecallStore
@@ -97,13 +98,20 @@ def verify(store: RecallStore) -> VerifyReport:
                         "call": a.call_text(),
                     }
                 )
-    bad = store.verify_approvals()
+        # Every decision row in its action's chain: bad signatures, copies, re-ordered or
+        # gapped places, orphaned rows and spends, each named (``_approvals``). A store not
+        # upgraded yet has no chains (its version is reported above).
+        found = approval_problems(tx, store._secret) if version >= APPROVAL_CHAIN_VERSION else []
+        for ap, why in found:
+            if ap is None:
+                report.problems.append(why)
+            else:
+                report.problems.append(
+                    f"approval {ap.approval_id} for action {ap.action_id} {why}; nothing runs on "
+                    "this action's decisions (altered, copied, re-ordered or deleted rows, or "
+                    "another secret)"
+                )
     report.checked["approvals"] = _count(store, "recall_approvals")
-    for ap in bad:
-        report.problems.append(
-            f"approval {ap.approval_id} for action {ap.action_id} has an invalid signature (altered, "
-            "or made with another secret)"
-        )
     return report
 
 

@@ -152,7 +152,13 @@ def approval_step(
 ) -> Generator[Step, Any, Verdict | ToolMessage]:
     """Ask (or re-read) the decision for one gated call; may raise ``GraphInterrupt``."""
     name = call["name"]
+    # The whole chain of the action's decisions is verified before any of it is used (the
+    # request's digest is what a bare approve is signed over): ApprovalMismatch otherwise.
     latest: Approval | None = yield Io(store.latest_decision, (action_id,))
+    # Recorded in this execution: any answer this execution is handed was given before the
+    # question was on record (its record deleted, or written before schema v9), so to a
+    # question nobody can vouch for. Such answers are asked again, never signed.
+    recorded_now = latest is None
     if latest is None:
         latest = yield Io(
             store.record_decision,
@@ -183,6 +189,9 @@ def approval_step(
     # another task (after update_state or a fork) none.
     exact = not needs_answer and latest.asked is not None
     taken = 0
+    # Answers of this task that were given to a question whose record had vanished: the
+    # request asked anew keeps how many (``asked``), so a later run skips them too.
+    stale = (latest.asked or 0) if needs_answer and latest.task_id == task_id else 0
     asking: ApprovalRequest = request
     answer: Answer | None = None
     # The turn passes when the call is through (DurableToolNode._run_one), not here: a tool
@@ -227,6 +236,19 @@ def approval_step(
             taken += 1
             if order is not None:
                 order.turns.took()
+            if needs_answer and recorded_now and stale:
+                # Asked anew: the request on record says how many answers are stale.
+                yield Io(
+                    store.record_decision,
+                    (agent_id, action_id, "requested"),
+                    {
+                        "args": args,
+                        "args_digest": digest,
+                        "message": describe(name, args),
+                        "task_id": task_id,
+                        "asked": stale,
+                    },
+                )
             if needs_answer:
                 raise
             # Decided already (ran, or a decision came from another channel): no question.
@@ -261,6 +283,10 @@ def approval_step(
                 break
             if _problem(again, name, action_id, schema, injected) is None:
                 break
+            continue
+        if recorded_now or taken <= stale:
+            stale = max(stale, taken)
+            asking = {**request, "problem": _VANISHED}
             continue
         answer = parse_answer(raw)
         problem = _problem(answer, name, action_id, schema, injected)
@@ -307,6 +333,13 @@ def approval_step(
         # recomputed here, so a stored argument changed behind the signature cannot run.
         return Verdict(dict(latest.args), args_digest(name, latest.args), True, latest)
     return Verdict(args, digest, False, latest)
+
+
+_VANISHED = (
+    "the answer given was for a question that is no longer on record (its record was deleted, "
+    "or written by an older langgraph-recall), so it cannot be vouched for: look at this call "
+    "again and answer this request"
+)
 
 
 def _problem(

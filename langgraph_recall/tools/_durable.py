@@ -33,7 +33,7 @@ from langgraph.errors import GraphBubbleUp
 from .._checks import check_timeout
 from .._compat import failed_after_tool_returned
 from .._context import agent_id_of, checkpointer_of, store_of, thread_id_of
-from .._errors import ApprovalDenied, InDoubt, InvalidValue, RecallError
+from .._errors import ApprovalDenied, ApprovalMismatch, InDoubt, InvalidValue, RecallError
 from ..checkpoint._faults import fault_point
 from ..checkpoint._plans import attempts_of, close_not_started
 from ..store import Action, Claim, RecallStore
@@ -336,17 +336,20 @@ class DurableTools(ToolSet):
         verdict: Verdict | None = None
         if gated:
             schema, injected = self._schema(tool)
-            found = yield from approval_step(
-                store,
-                agent_id=agent_id,
-                action_id=action_id,
-                call=call,
-                config=config,
-                args=args,
-                digest=digest,
-                schema=schema,
-                injected=injected,
-            )
+            try:
+                found = yield from approval_step(
+                    store,
+                    agent_id=agent_id,
+                    action_id=action_id,
+                    call=call,
+                    config=config,
+                    args=args,
+                    digest=digest,
+                    schema=schema,
+                    injected=injected,
+                )
+            except ApprovalMismatch as untrusted:  # its recorded decisions do not verify
+                return refused_message(call, action_id, untrusted.code, str(untrusted))
             if isinstance(found, ToolMessage):
                 return found
             verdict = found
