@@ -98,6 +98,10 @@ class MessageCursor:
         """Length of the list last looked at."""
         return len(self._seen)
 
+    def recorded(self, messages: Sequence[BaseMessage]) -> None:
+        """``messages`` (each with an id) are recorded already: never new when seen later."""
+        self._ids.update(str(m.id) for m in messages)
+
     def new_messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The messages not seen before, in channel order; remembers them as seen."""
         n = len(self._seen)
@@ -154,6 +158,10 @@ class TurnBuffer:
             self._latest = None
             self._handed_at = now
         return out
+
+    def recorded(self, messages: Sequence[BaseMessage]) -> None:
+        """The run's start recorded ``messages`` (its input): not handed over again."""
+        self.cursor.recorded(messages)
 
     def whole_messages(self) -> list[BaseMessage]:
         """The whole latest list as recorded (briefings left out, id-less messages named)."""
