@@ -2,7 +2,9 @@
 
 Recording follows the checkpoints: a message is handed to ``store.record`` only after a
 checkpoint containing it was written, so a fenced-out or crashed run records nothing it did not
-also checkpoint. Three pieces:
+also checkpoint. The one exception is a run's request, its input's messages, recorded at the
+run's start (``_inputs``): LangGraph does not wait for the input checkpoint before the first
+step, and a request lost with it is lost for good. Three pieces:
 
 - ``MessageCursor`` (one per run and thread) finds the new messages of a checkpoint by position:
   ``add_messages`` appends, so the new ones are whatever follows the list already seen, when
