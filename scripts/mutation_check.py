@@ -2393,6 +2393,14 @@ MUTATIONS = [
         ("tests/test_checkpoint_input.py::-k::message_likes",),
     ),
     Mutation(
+        "input_channel",
+        "a graph without a messages channel (a functional entrypoint) records no request",
+        "langgraph_recall/checkpoint/_inputs.py",
+        "    if spec is None:\n        return []",
+        "    if False:\n        return []",
+        ("tests/test_checkpoint_input.py::-k::without_a_messages_channel",),
+    ),
+    Mutation(
         "input_order",
         "a request is not recorded ahead of turns a failed catch-up still owes",
         "langgraph_recall/checkpoint/_runs.py",

@@ -25,7 +25,7 @@ from fix_checkpoint import (
     turn_input,
     wait_until,
 )
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, MessagesState, StateGraph
 
@@ -154,4 +154,20 @@ def test_a_request_waits_for_the_turns_a_failed_catch_up_still_owes(
             turn_input("after", 1), config("t1", "agent-1")
         )
     assert recorded_ids(store, "agent-1") == _head(inner, "t1")
+    cp.close()
+
+
+def test_a_graph_without_a_messages_channel_records_no_request(store: RecallStore) -> None:
+    # A functional entrypoint has no messages channel, so no turn is ever recorded from its
+    # checkpoints: its input is not a request to record either.
+    from langgraph.func import entrypoint
+
+    cp = store.checkpointer(lease_ttl=30)
+
+    @entrypoint(checkpointer=cp, store=store)
+    def task(given: dict[str, Any]) -> dict[str, Any]:
+        return {"done": True}
+
+    task.invoke({"messages": [HumanMessage(REQUEST, id="h-1")]}, config("t1", "agent-1"))
+    assert recorded_ids(store, "agent-1") == []
     cp.close()

@@ -24,7 +24,8 @@ gets its id in place (``add_messages`` keeps an id it finds, and stamps the same
 otherwise), and message-likes are converted, each with an id, in a copy of the input dict that
 the loop reads instead (the caller's dict is left as it was). For any other channel, and for an
 input that is not a dict, only message objects that already carry an id are recorded at the
-start; the rest are recorded from the checkpoints, as every later message is.
+start; the rest are recorded from the checkpoints, as every later message is. A graph with no
+such channel (a functional ``entrypoint``) records no turns, its input included.
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ def input_messages(loop: Any, messages_key: str) -> list[BaseMessage]:
     if value is None:
         return []
     items = value if isinstance(value, list) else [value]  # add_messages takes one alone
-    if not _assigns_ids(loop, messages_key):
+    spec = (getattr(loop, "specs", None) or {}).get(messages_key)
+    if spec is None:
+        return []  # no such channel (a functional entrypoint): no turns are recorded from it
+    if getattr(spec, "operator", None) is not add_messages:
         return [m for m in items if _recordable(m) and m.id]
     messages: list[BaseMessage] = []
     converted = False
@@ -80,13 +84,6 @@ def input_messages(loop: Any, messages_key: str) -> list[BaseMessage]:
     if converted and isinstance(given, Mapping):
         loop.input = {**given, messages_key: messages}
     return [m for m in messages if _recordable(m)]
-
-
-def _assigns_ids(loop: Any, messages_key: str) -> bool:
-    """Whether the graph's ``messages_key`` channel is reduced by ``add_messages``, which gives
-    every message an id (and converts message-likes) as the input is applied."""
-    spec = (getattr(loop, "specs", None) or {}).get(messages_key)
-    return getattr(spec, "operator", None) is add_messages
 
 
 def _recordable(item: Any) -> bool:
