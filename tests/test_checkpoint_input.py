@@ -48,9 +48,17 @@ def briefed_graph(briefings: list[str]) -> Any:
     return chain(State, ("step", step))
 
 
+FAULTS = {
+    # The input checkpoint's put is the run's first: killed on its way to the database, or
+    # right after it landed (nothing recorded from it yet).
+    "input checkpoint not yet written": "before_put=1:kill",
+    "input checkpoint just written": "after_put=1:kill",
+    "inside the first node": "",
+}
+
+
 def kill_during_first_step(a: Worker, where: str, durability: str) -> None:
-    if where == "input checkpoint not yet written":
-        # The input checkpoint's put is the run's first: killed on its way to the database.
+    if FAULTS[where]:
         a.invoke("t1", "agent-1", REQUEST, durability=durability)
     else:
         # The first node runs (the input checkpoint reported); killed before it finishes.
@@ -62,7 +70,7 @@ def kill_during_first_step(a: Worker, where: str, durability: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("durability", ["async", "sync"])
-@pytest.mark.parametrize("where", ["input checkpoint not yet written", "inside the first node"])
+@pytest.mark.parametrize("where", list(FAULTS))
 def test_a_request_killed_before_its_first_node_finished_is_kept_and_briefed(
     attach: Callable[..., list[Worker]],
     store: RecallStore,
@@ -70,11 +78,11 @@ def test_a_request_killed_before_its_first_node_finished_is_kept_and_briefed(
     where: str,
     durability: str,
 ) -> None:
-    faults = "before_put=1:kill" if where == "input checkpoint not yet written" else ""
-    (a,) = attach("A", ttl=1, faults=faults)
+    (a,) = attach("A", ttl=1, faults=FAULTS[where])
     kill_during_first_step(a, where, durability)
     request_id = f"h-{REQUEST}"
-    if faults:
+    never_landed = where == "input checkpoint not yet written"
+    if never_landed:
         assert history(inner, "t1") == [], "the input checkpoint never landed"
     assert recorded_ids(store, "agent-1") == [request_id]
 
@@ -85,7 +93,7 @@ def test_a_request_killed_before_its_first_node_finished_is_kept_and_briefed(
     graph.invoke(turn_input("continue", 1, msg_id="h-continue"), config("t1", "agent-1"))
     ids = recorded_ids(store, "agent-1")
     assert ids[0] == request_id and "h-continue" in ids, "the continue erased nothing"
-    if faults:
+    if never_landed:
         assert REQUEST in briefings[-1], "not in the thread's messages: the briefing has it"
 
     # A new thread of the same agent is briefed with the request.
