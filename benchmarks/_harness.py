@@ -23,10 +23,13 @@ import gc
 import math
 import os
 import platform
+import secrets
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -272,3 +275,18 @@ def write_report(
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         f.write("\n".join(parts))
+
+
+@contextmanager
+def pg_database(admin_dsn: str, prefix: str) -> Iterator[str]:
+    """A fresh PostgreSQL database on the server of ``admin_dsn`` (its DSN), dropped after."""
+    import psycopg
+
+    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(3)}"
+    with psycopg.connect(admin_dsn, autocommit=True, connect_timeout=5) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            parts = urllib.parse.urlsplit(admin_dsn)
+            yield urllib.parse.urlunsplit(parts._replace(path="/" + name))
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -28,34 +28,16 @@ import secrets
 import shlex
 import sys
 import tempfile
-import urllib.parse
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests")]
-from _harness import machine, write_report  # noqa: E402
+from _harness import machine, pg_database, write_report  # noqa: E402
 from fix_payments import MODES, Misbehaviour, Outcome, Scenario, run_scenario  # noqa: E402
 from fix_tools import Zygote  # noqa: E402
 
 warnings.filterwarnings("ignore")
 os.environ.setdefault("LANGGRAPH_RECALL_SECRET", secrets.token_hex(32))
-
-
-@contextmanager
-def pg_database(admin_dsn: str) -> Iterator[str]:
-    """A fresh PostgreSQL database for one run (dropped afterwards)."""
-    import psycopg
-
-    name = f"recall_crash_{os.getpid()}_{secrets.token_hex(3)}"
-    with psycopg.connect(admin_dsn, autocommit=True, connect_timeout=5) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            parts = urllib.parse.urlsplit(admin_dsn)
-            yield urllib.parse.urlunsplit(parts._replace(path="/" + name))
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 HEAD = [
@@ -201,7 +183,7 @@ def main() -> int:
                             target = os.path.join(work, "recall.db")
                             out = run_scenario(zygote, target, mode, work, this, backend=backend)
                         else:
-                            with pg_database(args.pg) as dsn:
+                            with pg_database(args.pg, "recall_crash") as dsn:
                                 out = run_scenario(zygote, dsn, mode, work, this, backend=backend)
                     runs.append((run + 1, out))
                     print(

@@ -526,9 +526,8 @@ MUTATIONS = [
         "settle",
         "catch-up: what a crash left unrecorded is recorded before the next run's first node",
         "langgraph_recall/checkpoint/_runs.py",
-        "        self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))\n\n"
-        "    async def asettle",
-        "        pass\n\n    async def asettle",
+        "        caught_up = self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))\n",
+        "        caught_up = True\n",
         ("tests/test_checkpoint_recording.py::-k::before_the_next_runs_first_node",),
     ),
     # --- the store's order of actions, the tool node's ordering of gated calls ----------
@@ -2445,6 +2444,42 @@ MUTATIONS = [
         "            raise\n        except Exception as exc:\n            # The DDL of one transaction",
         "            raise\n        except ZeroDivisionError as exc:\n            # The DDL of one transaction",
         ("tests/test_store_schema.py::-k::role_may_not",),
+    ),
+    Mutation(
+        "input_request",
+        "a run's request is recorded at its start, before its first node: a kill before the "
+        "input checkpoint lands leaves it in the turns",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            self.store.record(run.agent_id, request, thread_id=run.thread_id)\n",
+        "            pass\n",
+        (
+            "tests/test_checkpoint_input.py::-k::message_likes",
+            "tests/test_checkpoint_input.py::-k::killed_before and sqlite and written and async",
+        ),
+    ),
+    Mutation(
+        "input_ids",
+        "a request's message-likes are recorded under the ids the checkpoints will hold",
+        "langgraph_recall/checkpoint/_inputs.py",
+        "        loop.input = {**given, messages_key: messages}\n",
+        "        pass\n",
+        ("tests/test_checkpoint_input.py::-k::message_likes",),
+    ),
+    Mutation(
+        "input_channel",
+        "a graph without a messages channel (a functional entrypoint) records no request",
+        "langgraph_recall/checkpoint/_inputs.py",
+        "    if spec is None:\n        return []",
+        "    if False:\n        return []",
+        ("tests/test_checkpoint_input.py::-k::without_a_messages_channel",),
+    ),
+    Mutation(
+        "input_order",
+        "a request is not recorded ahead of turns a failed catch-up still owes",
+        "langgraph_recall/checkpoint/_runs.py",
+        "        if not request or not caught_up or run.agent_id in self.recorder.broken:\n",
+        "        if not request:\n",
+        ("tests/test_checkpoint_input.py::-k::failed_catch_up",),
     ),
     Mutation(
         "doubts_in_header",

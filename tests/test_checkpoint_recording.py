@@ -175,7 +175,8 @@ def test_unrecorded_turns_are_recorded_before_the_next_runs_first_node(
     graph = step_graph(on_step=first_node_reads_records).compile(checkpointer=cp, store=store)
     thread = "t1" if next_run_on == "same thread" else "t2"
     graph.invoke(turn_input("after", 1), config(thread, "agent-1"))
-    assert seen_first == [unrecorded]
+    # What the crash left first, then the run's own request, recorded at its start.
+    assert seen_first == [[*unrecorded, "h-after"]]
     cp.close()
 
 
@@ -323,7 +324,7 @@ def test_turns_are_handed_over_mid_run_only_after_record_every(
     if expect_mid_run:
         assert seen[3] == ["h-go", "m-t1-1", "m-t1-2"]
     else:
-        assert seen[3] == []
+        assert seen[3] == ["h-go"]  # the request alone: recorded at the run's start
     assert recorded_ids(store, "agent-1") == ["h-go", "m-t1-1", "m-t1-2", "m-t1-3"]
     cp.close()
 
@@ -347,7 +348,8 @@ def test_a_run_fenced_out_records_nothing_and_the_next_holder_records_its_checkp
     graph = step_graph(on_step=take_over).compile(checkpointer=cp, store=store)
     with pytest.raises(LeaseLost):
         graph.invoke(turn_input("go", 3), config("t1", "agent-1"), durability="sync")
-    assert recorded_ids(store, "agent-1") == []
+    # Only the request, recorded at the run's start while the lease was the run's.
+    assert recorded_ids(store, "agent-1") == ["h-go"]
     assert head_ids(inner, "t1") == ["h-go", "m-t1-1"]  # step 2's checkpoint was refused
 
     lease = store.lease("agent-1")
@@ -470,12 +472,12 @@ def test_a_final_write_that_fails_still_gives_the_lease_up_and_the_next_run_reco
         patch.setattr(store, "_end_run", broken)
         with pytest.warns(RuntimeWarning, match="could not record turns"):
             graph.invoke(turn_input("first", 1), cfg)
-    assert recorded_ids(store, "agent-1") == []
+    assert recorded_ids(store, "agent-1") == ["h-first"]  # the request, from the run's start
     lease = store.lease("agent-1")
     assert lease is not None and lease.expires_at == 0, "released all the same"
     seen_first.clear()
     graph.invoke(turn_input("second", 1), cfg)
-    assert seen_first == [["h-first", "m-t1-1"]]
+    assert seen_first == [["h-first", "m-t1-1", "h-second"]]
     assert recorded_ids(store, "agent-1") == ["h-first", "m-t1-1", "h-second", "m-t1-3"]
     cp.close()
 
@@ -579,7 +581,7 @@ def test_a_lease_lost_as_the_run_ends_leaves_its_turns_to_the_new_holder(
     graph = step_graph().compile(checkpointer=cp, store=store)
     with pytest.raises(LeaseLost):
         graph.invoke(turn_input("go", 2), config("t1", "agent-1"), durability="sync")
-    assert recorded_ids(store, "agent-1") == []
+    assert recorded_ids(store, "agent-1") == ["h-go"]  # the request, from the run's start
     cp.close()
 
 

@@ -2,7 +2,9 @@
 
 Recording follows the checkpoints: a message is handed to ``store.record`` only after a
 checkpoint containing it was written, so a fenced-out or crashed run records nothing it did not
-also checkpoint. Three pieces:
+also checkpoint. The one exception is a run's request, its input's messages, recorded at the
+run's start (``_inputs``): LangGraph does not wait for the input checkpoint before the first
+step, and a request lost with it is lost for good. Three pieces:
 
 - ``MessageCursor`` (one per run and thread) finds the new messages of a checkpoint by position:
   ``add_messages`` appends, so the new ones are whatever follows the list already seen, when
@@ -98,6 +100,10 @@ class MessageCursor:
         """Length of the list last looked at."""
         return len(self._seen)
 
+    def recorded(self, messages: Sequence[BaseMessage]) -> None:
+        """``messages`` (each with an id) are recorded already: never new when seen later."""
+        self._ids.update(str(m.id) for m in messages)
+
     def new_messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The messages not seen before, in channel order; remembers them as seen."""
         n = len(self._seen)
@@ -154,6 +160,10 @@ class TurnBuffer:
             self._latest = None
             self._handed_at = now
         return out
+
+    def recorded(self, messages: Sequence[BaseMessage]) -> None:
+        """The run's start recorded ``messages`` (its input): not handed over again."""
+        self.cursor.recorded(messages)
 
     def whole_messages(self) -> list[BaseMessage]:
         """The whole latest list as recorded (briefings left out, id-less messages named)."""

@@ -43,9 +43,10 @@ from .._errors import LeaseLost, RecallError
 from .._recent import Recent
 from ..store._ids import check_id
 from ._faults import fault_point
+from ._inputs import input_messages
 from ._lease import HeldLease, LeaseKeeper
 from ._plans import attempts_of, close_not_started
-from ._recording import Recorder, TurnBuffer, messages_in, switch_thread
+from ._recording import Recorder, TurnBuffer, messages_in, only_messages, switch_thread
 from ._turns import claim_turn, is_new_input, turn_id_of
 
 if TYPE_CHECKING:
@@ -151,6 +152,8 @@ class Run:
     start_id: str | None = None
     # The id of the last root checkpoint written or restored by this run.
     head_id: str | None = None
+    # The messages of the run's new input, until its start records them (``_inputs``).
+    request: list[BaseMessage] = field(default_factory=list)
 
     def restored(self, messages: list[BaseMessage] | None, start_id: str) -> None:
         self.turns = TurnBuffer(messages or (), self.thread_id)
@@ -280,12 +283,14 @@ class RunLifecycle:
                 if duplicate is not None:
                     raise duplicate
             self._catch_up_previous_thread(agent_id, thread_id, lease.epoch)
+            request = [] if loop is None else only_messages(input_messages(loop, self.messages_key))
         except BaseException:
             self.keeper.release(agent_id)
             raise
         run = Run(
             key, agent_id, thread_id, lease, runtime, branched=bool(conf.get("checkpoint_id"))
         )
+        run.request = request
         with self.lock:
             self.runs[key] = run
             self.by_agent[agent_id] = run
@@ -345,9 +350,21 @@ class RunLifecycle:
 
     def settle(self, run: Run) -> None:
         """Wait for the catch-up queued at this run's start (a crashed predecessor's unrecorded
-        turns, on this thread or the agent's previous one): the run's first node, and any
-        briefing it builds, then reads complete records."""
-        self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))
+        turns, on this thread or the agent's previous one), then record the run's input
+        messages: the run's first node, and any briefing it builds, then reads complete
+        records, the request included."""
+        caught_up = self.recorder.flush(run.agent_id, timeout=max(30.0, self.keeper.ttl))
+        request, run.request = run.request, []
+        if not request or not caught_up or run.agent_id in self.recorder.broken:
+            # Recorded now, the request would come before turns still owed (a catch-up not
+            # written): it is recorded from the checkpoints instead, after them, in order.
+            return
+        try:
+            self.store.record(run.agent_id, request, thread_id=run.thread_id)
+        except Exception as exc:
+            self.recorder.failed(run.agent_id, exc)  # the run's end records it, in order
+            return
+        run.turns.recorded(request)
 
     async def asettle(self, run: Run) -> None:
         await asyncio.to_thread(self.settle, run)

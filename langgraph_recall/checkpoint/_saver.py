@@ -4,8 +4,8 @@ It is a decorator. Every saver method, sync and async, goes to the wrapped saver
 of them it adds the guarantees:
 
 - ``get_tuple`` at a root run's start takes the agent's lease (see ``_lease``), refuses a
-  resubmitted turn (``_turns``), arranges for the run's end (``_runs``) and notes which messages
-  the run restored (``_recording``).
+  resubmitted turn (``_turns``), arranges for the run's end (``_runs``), notes which messages
+  the run restored (``_recording``) and records the messages of its new input (``_inputs``).
 - ``put`` stamps the lease epoch into the checkpoint's metadata, and is refused (``LeaseLost``)
   once the lease is lost; the database refuses it too when the saver shares the store's
   database (``_fence``). After the write it records the checkpoint's new messages and wakes
