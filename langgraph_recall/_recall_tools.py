@@ -23,7 +23,7 @@ from ._briefing_lines import TURN_REF
 from ._context import agent_id_of, store_of
 from ._errors import RecallError
 from ._render import call_text
-from .store._records import agent_ns
+from .store._records import agent_ns, starts_fresh
 from .store._transcript import content_text
 from .tools._classes import CLASS_KEY  # where the durable tool node reads a tool's class
 
@@ -74,10 +74,16 @@ def update_working_state(
         )
     store, agent = _where(runtime)
     try:
+        # Read first only to tell the model what its update did: the store decides the same
+        # way (``starts_fresh``) inside its own transaction.
+        fresh = "goal" in fields and starts_fresh(store.working_state(agent), fields, None)
         store.update_working_state(agent, **fields)
     except RecallError as err:
         raise _fail(err) from err
-    return "saved: " + ", ".join(fields)
+    saved = "saved: " + ", ".join(fields)
+    if fresh:
+        saved += " (a new goal: the previous task's fields were cleared)"
+    return saved
 
 
 def milestone(runtime: ToolRuntime, text: str) -> str:
@@ -174,7 +180,7 @@ def _chunk(ref: str, text: str, offset: int, size: int) -> str:
 
 _DESCRIPTIONS: dict[str, str] = {
     "update_working_state": (
-        "Save your working state so the task survives a restart. Pass only what changed."
+        "Save your working state; pass only what changed. A new goal clears the old fields."
     ),
     "milestone": "Record a finished milestone in one line.",
     "set_pointer": "Remember where work lives (file, branch, URL, ticket) under a short name.",
@@ -219,9 +225,11 @@ def _signature(fn: Callable[..., Any]) -> Any:
 def recall_tools() -> list[BaseTool]:
     """The tools a model uses to keep its own records, in the order the briefing mentions them.
 
-    ``update_working_state(goal, plan, progress, decisions, notes)``, ``milestone(text)``,
-    ``set_pointer(name, target, note)`` and ``fetch_output(ref, offset)``. Each finds
-    the store and agent from the running graph (compile the graph with a ``RecallStore``).
+    ``update_working_state(goal, plan, progress, decisions, notes)`` (a goal other than the
+    current one starts a fresh working state: the fields not given with it are cleared),
+    ``milestone(text)``, ``set_pointer(name, target, note)`` and ``fetch_output(ref, offset)``.
+    Each finds the store and agent from the running graph (compile the graph with a
+    ``RecallStore``).
     They are ``pure`` tools: ``tool.metadata["recall_class"] == "pure"``.
     """
     return [_make(name) for name in _FUNCTIONS]

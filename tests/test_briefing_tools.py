@@ -95,6 +95,31 @@ def test_they_write_to_the_running_graphs_store_and_agent(
     assert store.working_state("a") == {}  # nothing leaked to another agent
 
 
+@pytest.mark.parametrize("use_async", MODES)
+def test_a_new_goal_from_the_model_clears_the_last_tasks_fields_and_says_so(
+    store: RecallStore, use_async: bool
+) -> None:
+    store.update_working_state("a", goal="refund R-16", progress="R-16 done")
+    # One call per run: the calls of one AI message may run in parallel.
+    results = [
+        *_run_calls(
+            store,
+            [{"name": "update_working_state", "args": {"progress": "R-16 emailed"}}],
+            use_async=use_async,
+        ),
+        *_run_calls(
+            store,
+            [{"name": "update_working_state", "args": {"goal": "refund R-17", "plan": "look up"}}],
+            use_async=use_async,
+        ),
+    ]
+    assert results[0].content == "saved: progress"
+    assert results[1].content == (
+        "saved: goal, plan (a new goal: the previous task's fields were cleared)"
+    )
+    assert store.working_state("a") == {"goal": "refund R-17", "plan": "look up"}
+
+
 def test_fetch_output_reads_in_chunks_and_says_where_the_next_one_starts(
     store: RecallStore,
 ) -> None:
