@@ -225,8 +225,8 @@ def _signature(fn: Callable[..., Any]) -> Any:
 def recall_tools() -> list[BaseTool]:
     """The tools a model uses to keep its own records, in the order the briefing mentions them.
 
-    ``update_working_state(goal, plan, progress, decisions, notes)`` (a goal other than the
-    current one starts a fresh working state: the fields not given with it are cleared),
+    ``update_working_state(goal, plan, progress, decisions, notes)`` (a goal replacing a
+    different one starts a fresh working state: the fields not given with it are cleared),
     ``milestone(text)``, ``set_pointer(name, target, note)`` and ``fetch_output(ref, offset)``.
     Each finds the store and agent from the running graph (compile the graph with a
     ``RecallStore``).

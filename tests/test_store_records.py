@@ -383,10 +383,16 @@ def test_a_new_goal_starts_a_fresh_working_state(api: Api) -> None:
     # Append-only: the replaced state is still in the history, and the fresh start is named.
     assert history[0][3]["progress"] == "R-16 done"
     assert [(r[1], r[2]) for r in history] == [
-        ("state", "new_task"),
+        ("state", None),
         ("milestone", None),
         ("state", "new_task"),
     ]
+
+
+def test_a_first_goal_merges_with_what_was_noted_before_it(api: Api) -> None:
+    api.update_working_state("ag", notes="the customer is in Berlin")
+    state = api.update_working_state("ag", goal="refund R-16")
+    assert state == {"notes": "the customer is in Berlin", "goal": "refund R-16"}
 
 
 def test_the_same_goal_again_merges(api: Api) -> None:

@@ -258,15 +258,16 @@ FRESH_STATE = "new_task"
 def starts_fresh(current: dict[str, Any], fields: dict[str, Any], new_task: bool | None) -> bool:
     """Whether an update replaces the working state instead of merging into it.
 
-    ``new_task`` None (the default) decides by the goal: a ``goal`` given, not None and other
-    than the current one starts a new task, whose state must not carry the last task's
-    progress, plan or milestone (a resumed model read "progress: R-16 done" beside its new
-    goal and took the new task as half done). True always starts fresh; False always merges.
+    ``new_task`` None (the default) decides by the goal: a ``goal`` that replaces another
+    one starts a new task, whose state must not carry the last task's progress, plan or
+    milestone (a resumed model read "progress: R-16 done" beside its new goal and took the new
+    task as half done). A first goal merges: what was noted before it is about this task. True
+    always starts fresh; False always merges.
     """
     if new_task is not None:
         return new_task
-    goal = fields.get("goal")
-    return goal is not None and goal != current.get("goal")
+    goal, before = fields.get("goal"), current.get("goal")
+    return goal is not None and before is not None and goal != before
 
 
 def update_working_state(

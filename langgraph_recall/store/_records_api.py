@@ -84,9 +84,9 @@ class RecordsAPI(StoreBase):
         """Revise working-state fields (each revision kept); ``None`` removes a field.
 
         The fields given are merged into the current state, except when the update starts a
-        new task: a ``goal`` other than the current one replaces the whole state, so fields
-        not given in the same call (the last task's plan, progress, milestone...) are cleared
-        rather than shown beside the new goal. The replaced state stays in ``revisions()``
+        new task: a ``goal`` that replaces a different current goal replaces the whole state,
+        so fields not given in the same call (the last task's plan, progress, milestone...)
+        are cleared rather than shown beside the new goal. (A first goal merges.) The replaced state stays in ``revisions()``
         (that revision is named ``"new_task"``).
 
         Args:
