@@ -20,6 +20,7 @@ from langgraph.prebuilt import ToolRuntime
 
 from ._briefing import RECALL_TOOL_NAMES
 from ._briefing_lines import TURN_REF
+from ._briefing_outcomes import call_outcomes
 from ._context import agent_id_of, store_of
 from ._errors import RecallError
 from ._render import call_text
@@ -129,10 +130,13 @@ def _turn_text(store: Any, agent: str, ref: str) -> str | None:
         text = content_text(fields.get("content", ""))
     # An assistant turn's calls are part of it (a turn of many calls is the one the briefing
     # cuts to fit): each on a line of its own, written as the briefing writes it, its
-    # arguments whole.
+    # arguments whole, and followed by its outcome as the briefing's line would be.
     calls = [c for c in fields.get("tool_calls") or () if isinstance(c, dict)]
+    said = call_outcomes(store, agent, [view]).get(view.seq, {})
     lines = [
-        "called " + call_text(str(c.get("name")), c.get("args") or {}, max_arg=sys.maxsize)
+        "called "
+        + call_text(str(c.get("name")), c.get("args") or {}, max_arg=sys.maxsize)
+        + said.get(str(c.get("id")), "")
         for c in calls
     ]
     return "\n".join([text, *lines] if text else lines)
