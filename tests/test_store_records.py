@@ -716,6 +716,24 @@ def test_agents_summarise_records(api: Api) -> None:
 # --- approvals -----------------------------------------------------------------------------
 
 
+def test_call_records_give_each_calls_latest_attempt_and_decision(api: Api) -> None:
+    api.claim("ag", "run-1", tool="t", args={}, args_digest="d")
+    api.end("run-1", 1, "abandoned")
+    api.claim("ag", "run-1", tool="t", args={}, args_digest="d")
+    api.end("run-1", 2, "done", result="ok")
+    api.record_decision("ag", "pay-1", "requested", args={"n": 1}, args_digest="d1")
+    api.record_decision("ag", "pay-1", "reject", message="no")
+    api.claim("other", "run-2", tool="t", args={}, args_digest="d")
+    found = api.call_records("ag", ["run-1", "pay-1", "run-2", "none", "run-1"])
+    assert sorted(found) == ["pay-1", "run-1"]  # another agent's call is not this one's
+    run = found["run-1"].action
+    assert run is not None and (run.attempt, run.status, run.result) == (2, "done", "ok")
+    assert found["run-1"].decision is None
+    assert (found["pay-1"].action, found["pay-1"].decision) == (None, "reject")
+    assert found["pay-1"].message == "no"
+    assert api.call_records("ag", []) == {}
+
+
 def test_approval_is_spent_once_for_exactly_its_arguments(api: Api) -> None:
     api.record_decision("ag", "pay-1", "requested", args={"n": 10}, args_digest="d10")
     assert [p.action_id for p in api.pending_approvals("ag")] == ["pay-1"]
