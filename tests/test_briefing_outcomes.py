@@ -195,6 +195,17 @@ def test_a_pure_call_has_no_outcome_and_each_call_carries_its_own(store: RecallS
 # --- approvals, through a real graph ----------------------------------------------------------
 
 
+def _asked_to_pay(
+    store: RecallStore, saver: Any, tmp_path: Any, thread: str
+) -> tuple[Any, Any, Any]:
+    """The pay agent on ``thread`` (its agent id too), stopped at its approval question:
+    the graph, its config and the question."""
+    graph = pay_graph(store, saver, str(tmp_path / "e.log"))
+    config = {"configurable": {"thread_id": thread}}
+    out = graph.invoke({"messages": [HumanMessage("pay alice 10")]}, config)
+    return graph, config, out["__interrupt__"][0].value
+
+
 def _pay_line(store: RecallStore, agent: str) -> str:
     text = store.briefing(agent).text
     (line,) = [ln for ln in text.splitlines() if ln.startswith("assistant: called pay(")]
@@ -202,8 +213,7 @@ def _pay_line(store: RecallStore, agent: str) -> str:
 
 
 def test_a_call_waiting_for_approval_says_so(store: RecallStore, saver: Any, tmp_path) -> None:
-    graph = pay_graph(store, saver, str(tmp_path / "e.log"))
-    graph.invoke({"messages": [HumanMessage("pay alice 10")]}, {"configurable": {"thread_id": "w"}})
+    _asked_to_pay(store, saver, tmp_path, "w")
     assert (
         _pay_line(store, "w")
         == "assistant: called pay(amount=10, to='alice') -> waiting for approval"
@@ -213,9 +223,7 @@ def test_a_call_waiting_for_approval_says_so(store: RecallStore, saver: Any, tmp
 def test_a_rejected_call_says_refused_with_the_persons_message(
     store: RecallStore, saver: Any, tmp_path
 ) -> None:
-    graph = pay_graph(store, saver, str(tmp_path / "e.log"))
-    config = {"configurable": {"thread_id": "r"}}
-    graph.invoke({"messages": [HumanMessage("pay alice 10")]}, config)
+    graph, config, _ = _asked_to_pay(store, saver, tmp_path, "r")
     graph.invoke(Command(resume={"type": "reject", "message": "not this month"}), config)
     assert _pay_line(store, "r") == (
         "assistant: called pay(amount=10, to='alice') -> refused (rejected by a person: "
@@ -226,9 +234,7 @@ def test_a_rejected_call_says_refused_with_the_persons_message(
 def test_a_call_approved_for_other_arguments_says_refused(
     store: RecallStore, saver: Any, tmp_path
 ) -> None:
-    graph = pay_graph(store, saver, str(tmp_path / "e.log"))
-    config = {"configurable": {"thread_id": "m"}}
-    graph.invoke({"messages": [HumanMessage("pay alice 10")]}, config)
+    graph, config, _ = _asked_to_pay(store, saver, tmp_path, "m")
     # The saved call replaced (same ids) between the question and the answer.
     ai = [m for m in graph.get_state(config).values["messages"] if isinstance(m, AIMessage)][-1]
     forged = dict(ai.tool_calls[0], args={"amount": 9999, "to": "mallory"})
@@ -238,11 +244,8 @@ def test_a_call_approved_for_other_arguments_says_refused(
 
 
 def test_an_approved_call_that_ran_says_done(store: RecallStore, saver: Any, tmp_path) -> None:
-    graph = pay_graph(store, saver, str(tmp_path / "e.log"))
-    config = {"configurable": {"thread_id": "ok"}}
-    out = graph.invoke({"messages": [HumanMessage("pay alice 10")]}, config)
-    digest = out["__interrupt__"][0].value["digest"]
-    graph.invoke(Command(resume={"type": "approve", "digest": digest}), config)
+    graph, config, question = _asked_to_pay(store, saver, tmp_path, "ok")
+    graph.invoke(Command(resume={"type": "approve", "digest": question["digest"]}), config)
     assert _pay_line(store, "ok") == "assistant: called pay(amount=10, to='alice') -> done"
 
 
