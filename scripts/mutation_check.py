@@ -2445,6 +2445,14 @@ MUTATIONS = [
         "    return goal is not None and goal != before\n",
         ("tests/test_store_records.py::-k::first_goal_merges",),
     ),
+    Mutation(
+        "state_read_under_lock",
+        "working state: an update reads the state it builds on under the agent row's lock",
+        "langgraph_recall/store/_records.py",
+        '    seq = bump(tx, agent_id, "revision_seq", 1)\n    current = working_state(tx, agent_id)\n',
+        '    current = working_state(tx, agent_id)\n    seq = bump(tx, agent_id, "revision_seq", 1)\n',
+        ("tests/test_store_concurrency.py::-k::revising_the_working_state",),
+    ),
 ]
 
 

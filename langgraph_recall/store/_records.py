@@ -239,7 +239,12 @@ def remember_turn(tx: Tx, agent_id: str, turn_id: str, thread_id: str) -> None:
 
 
 def _revise(tx: Tx, agent_id: str, kind: str, name: str | None, data: dict[str, Any]) -> None:
-    seq = bump(tx, agent_id, "revision_seq", 1)
+    _add_revision(tx, agent_id, bump(tx, agent_id, "revision_seq", 1), kind, name, data)
+
+
+def _add_revision(
+    tx: Tx, agent_id: str, seq: int, kind: str, name: str | None, data: dict[str, Any]
+) -> None:
     tx.run(
         "INSERT INTO recall_revisions (agent_id, seq, kind, name, data, created_at) "
         "VALUES (?, ?, ?, ?, ?, {now})",
@@ -283,9 +288,14 @@ def update_working_state(
         )
     if not fields and not new_task:
         return working_state(tx, agent_id)
+    # The revision's number first: it locks the agent's row, so a concurrent update (or
+    # milestone) of the same agent commits before this one reads the state it builds on. Read
+    # first, two updates both built on the state before either and the later one dropped the
+    # other's fields.
+    seq = bump(tx, agent_id, "revision_seq", 1)
     current = working_state(tx, agent_id)
     fresh = starts_fresh(current, fields, new_task)
-    _revise(tx, agent_id, "state", FRESH_STATE if fresh else None, fields)
+    _add_revision(tx, agent_id, seq, "state", FRESH_STATE if fresh else None, fields)
     merged = {} if fresh else current
     for k, v in fields.items():
         if v is None:
