@@ -218,9 +218,9 @@ def turn_line(
 ) -> str | None:
     """One turn as a line, or None when it is not worth the model's attention. ``outcomes``:
     by tool call id, the text that follows a call of this turn (``_briefing_outcomes``)."""
-    parts = ai_parts(turn, outputs, outcomes)
-    if parts is not None:
-        return ai_line(*parts)
+    if turn.role == "ai":
+        parts = ai_parts(turn, outputs, outcomes)
+        return None if parts is None else ai_line(*parts)
     f = turn.fields if isinstance(turn.fields, dict) else {}
     if turn.role == "system" and str(f.get("id") or "").startswith(BRIEFING_ID):
         return None  # a briefing kept in state never feeds the next briefing
@@ -245,8 +245,6 @@ def turn_line(
             return f"{who}: {stored} starts: {start!r}"
         return f"{who}: {turn_text(text, turn)}"
     text = stored or turn_text(text, turn)
-    if turn.role == "ai":
-        return None  # an assistant turn with neither text nor calls to show (``ai_parts``)
     if turn.role == "human":
         return f"user: {text}"
     return f"{turn.role}: {text}" if text else None

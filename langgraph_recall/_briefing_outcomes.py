@@ -35,18 +35,6 @@ MISMATCH = " -> refused (approval for other arguments)"
 Outcomes = dict[int, dict[str, str]]
 
 
-def shown_calls(turn: TurnView) -> list[dict[str, Any]]:
-    """The tool calls of an assistant turn the briefing writes (the recall tools' left out)."""
-    f = turn.fields if isinstance(turn.fields, dict) else {}
-    if turn.role != "ai":
-        return []
-    return [
-        c
-        for c in f.get("tool_calls") or ()
-        if isinstance(c, dict) and c.get("name") not in RECALL_TOOL_NAMES
-    ]
-
-
 def call_outcomes(store: RecallStore, agent_id: str, turns: Sequence[TurnView]) -> Outcomes:
     """The outcome text of every call in ``turns`` (newest first) that the records know.
 
@@ -57,11 +45,16 @@ def call_outcomes(store: RecallStore, agent_id: str, turns: Sequence[TurnView]) 
     answered: dict[str, dict[str, Any]] = {}
     keyed: list[tuple[int, str, str, dict[str, Any] | None]] = []
     for t in turns:  # newest first: a ToolMessage comes before the call it answers
-        f = t.fields if isinstance(t.fields, dict) else {}
-        if t.role == "tool" and isinstance(f.get("tool_call_id"), str):
-            answered.setdefault(f["tool_call_id"], f)
+        f = t.fields
+        if not isinstance(f, dict) or t.role not in ("ai", "tool"):
             continue
-        for c in shown_calls(t):
+        if t.role == "tool":
+            if isinstance(f.get("tool_call_id"), str):
+                answered.setdefault(f["tool_call_id"], f)
+            continue
+        for c in f.get("tool_calls") or ():
+            if not isinstance(c, dict) or c.get("name") in RECALL_TOOL_NAMES:
+                continue
             call_id = str(c.get("id"))
             # Popped: an older turn that reused the call id is not answered by this message.
             answer = answered.pop(call_id, None)

@@ -288,12 +288,12 @@ def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:
     before = meter.used
     read, outputs = _read_turns(turns, meter)
     meter.used = before  # the lines are taken below, with their outcomes
-    outcomes = call_outcomes(turns.store, turns.agent_id, read) if read else {}
+    outcomes = call_outcomes(turns.store, turns.agent_id, [t for t, _ in read]) if read else {}
     lines: list[tuple[int, str]] = []
     oldest_seq = 0
-    for t in read:
+    for t, bare in read:
         said = outcomes.get(t.seq, {})
-        line = turn_line(t, outputs, said)
+        line = turn_line(t, outputs, said) if said else bare
         if line is None:
             continue
         full = meter.cost(line) > meter.left
@@ -323,12 +323,12 @@ def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:
 
 def _read_turns(
     turns: TurnReader, meter: Meter
-) -> tuple[list[TurnView], dict[str, dict[str, Any]]]:
-    """Turns newest first, until their lines without outcomes fill what the meter has left
-    (the one that overflows it included: it may be shown shortened), and the stored outputs
-    they name. Spends from the meter as it goes, since the reader sizes its pages by what is
-    left; the caller gives it back."""
-    read: list[TurnView] = []
+) -> tuple[list[tuple[TurnView, str | None]], dict[str, dict[str, Any]]]:
+    """Turns newest first, each with its line without outcomes, until those lines fill what
+    the meter has left (the one that overflows it included: it may be shown shortened), and
+    the stored outputs they name. Spends from the meter as it goes, since the reader sizes its
+    pages by what is left; the caller gives it back."""
+    read: list[tuple[TurnView, str | None]] = []
     outputs: dict[str, dict[str, Any]] = {}
     spent = 0
     shown = 0
@@ -341,8 +341,8 @@ def _read_turns(
         if refs:
             outputs.update(output_items(turns.store, turns.agent_id, refs))
         for t in page:
-            read.append(t)
             line = turn_line(t, outputs)
+            read.append((t, line))
             if line is None:
                 continue
             cost = meter.cost(line)
