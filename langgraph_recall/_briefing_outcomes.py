@@ -5,7 +5,9 @@ A call shown without its outcome reads as unanswered: a careful model stops, a n
 again under a new key and repeats the side effect. So every call in a shown turn whose records
 hold something carries it. The records are looked up for all the shown turns' calls at once,
 in one indexed read by action id (``store.call_records``): the cost follows the turns shown,
-never the length of the history.
+never the length of the history. On PostgreSQL that read is sent ahead with the briefing's
+others (``store._prefetch``) while the shown calls stay the same; a new agent's first briefing,
+which borrows another agent's plan, makes it on its own (the ids hash the agent id in).
 """
 
 from __future__ import annotations
