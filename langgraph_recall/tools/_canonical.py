@@ -30,9 +30,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ValidationError
 
 from .._errors import RecallError
-from ..store._actions import action_key
-
-__all__ = ["action_key"]  # re-exported: the tools derive their calls' ids with it
+from ..store._actions import action_key as action_key  # re-exported: the tools' call ids
 
 _VERSION = b"recall-args-v1"
 
