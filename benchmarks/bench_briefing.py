@@ -83,6 +83,8 @@ def history(n: int, agent: str) -> list[Any]:
 
 
 def populate(store: Any, agent: str, n: int) -> list[Any]:
+    from langgraph_recall.store._actions import action_key
+
     msgs = history(n, agent)
     for start in range(0, n, 2000):
         store.record(agent, msgs[start : start + 2000], thread_id="t-1")
@@ -96,6 +98,14 @@ def populate(store: Any, agent: str, n: int) -> list[Any]:
     for p in range(5):
         store.set_pointer(agent, f"ref-{p}", f"/srv/billing/part-{p}.sql", note="dump")
     store.claim(agent, f"{agent}-open", tool="send_email", args={"to": "ops@x"}, args_digest="d")
+    # The latest exchanges' migrate calls as a durable tool node records them (intent, then a
+    # done end), so the briefing looks up and shows the outcomes of the calls it shows.
+    for m in msgs[-400:]:
+        if isinstance(m, AIMessage) and m.tool_calls:
+            c = m.tool_calls[0]
+            action_id = action_key(agent, str(m.id), str(c["id"]), c["name"])
+            store.claim(agent, action_id, tool=c["name"], args=c["args"], args_digest="d")
+            store.end(action_id, 1, "done", result="42 rows ok")
     return msgs
 
 

@@ -19,6 +19,10 @@ Guarantees:
   a provider's prompt cache keeps working between calls that changed nothing.
 - Turns the caller says the model already sees (``exclude_msg_ids``, the messages restored on
   the same thread) are left out, so no turn reaches the model twice.
+- Every durable call in a shown turn carries its outcome as the records have it (done with
+  its result, failed, not done, resolved, refused, waiting for approval, in doubt), read for
+  all the shown calls in one indexed query (``_briefing_outcomes``): a call shown without its
+  outcome reads as unanswered, and a model may make it again.
 
 How each record becomes a line, and the token meter, are in ``_briefing_lines``; reading the
 history a page at a time in ``_briefing_turns``.

@@ -3,7 +3,7 @@ within its token budget."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -211,8 +211,16 @@ def whole_turn_ref(seq: int) -> str:
     return f' [whole turn: fetch_output(ref="{TURN_REF}{seq}")]'
 
 
-def turn_line(turn: TurnView, outputs: dict[str, dict[str, Any]]) -> str | None:
-    """One turn as a line, or None when it is not worth the model's attention."""
+def turn_line(
+    turn: TurnView,
+    outputs: dict[str, dict[str, Any]],
+    outcomes: Mapping[str, str] | None = None,
+) -> str | None:
+    """One turn as a line, or None when it is not worth the model's attention. ``outcomes``:
+    by tool call id, the text that follows a call of this turn (``_briefing_outcomes``)."""
+    if turn.role == "ai":
+        parts = ai_parts(turn, outputs, outcomes)
+        return None if parts is None else ai_line(*parts)
     f = turn.fields if isinstance(turn.fields, dict) else {}
     if turn.role == "system" and str(f.get("id") or "").startswith(BRIEFING_ID):
         return None  # a briefing kept in state never feeds the next briefing
@@ -237,25 +245,46 @@ def turn_line(turn: TurnView, outputs: dict[str, dict[str, Any]]) -> str | None:
             return f"{who}: {stored} starts: {start!r}"
         return f"{who}: {turn_text(text, turn)}"
     text = stored or turn_text(text, turn)
-    if turn.role == "ai":
-        calls = [
-            c
-            for c in f.get("tool_calls") or ()
-            if isinstance(c, dict) and c.get("name") not in RECALL_TOOL_NAMES
-        ]
-        if not text and not calls:
-            return None
-        line = f"assistant: {text}" if text else "assistant:"
-        if calls:
-            line += (
-                (" | " if text else " ")
-                + "called "
-                + ", ".join(call_text(str(c.get("name")), c.get("args") or {}) for c in calls)
-            )
-        return line
     if turn.role == "human":
         return f"user: {text}"
     return f"{turn.role}: {text}" if text else None
+
+
+def ai_parts(
+    turn: TurnView,
+    outputs: dict[str, dict[str, Any]],
+    outcomes: Mapping[str, str] | None = None,
+) -> tuple[str, list[str]] | None:
+    """An assistant turn's text and its calls' texts, each call followed by its outcome; None
+    for another turn, or one with nothing to show."""
+    f = turn.fields if isinstance(turn.fields, dict) else {}
+    if turn.role != "ai":
+        return None
+    ref = turn.output_ref
+    if ref:
+        size = outputs.get(ref, {}).get("size", turn.size)
+        text = f'[stored output, {size} chars: read it with fetch_output(ref="{ref}")]'
+    else:
+        text = turn_text(one_line(content_text(f.get("content", ""))), turn)
+    said = outcomes or {}
+    calls = [
+        call_text(str(c.get("name")), c.get("args") or {}) + said.get(str(c.get("id")), "")
+        for c in f.get("tool_calls") or ()
+        if isinstance(c, dict) and c.get("name") not in RECALL_TOOL_NAMES
+    ]
+    if not text and not calls:
+        return None
+    return text, calls
+
+
+def ai_line(text: str, calls: Sequence[str], more: int = 0) -> str:
+    """An assistant turn's line; ``more``: calls left out (over the budget) after ``calls``."""
+    line = f"assistant: {text}" if text else "assistant:"
+    if calls:
+        line += (" | " if text else " ") + "called " + ", ".join(calls)
+    if more:
+        line += f" … and {more} more call(s)"
+    return line
 
 
 def latest_human(turns: Sequence[TurnView]) -> str | None:

@@ -7,7 +7,17 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._briefing_lines import MIN_PIECE, Meter, Section, cut, turn_line, whole_turn_ref
+from ._briefing_lines import (
+    MIN_PIECE,
+    Meter,
+    Section,
+    ai_line,
+    ai_parts,
+    cut,
+    turn_line,
+    whole_turn_ref,
+)
+from ._briefing_outcomes import call_outcomes
 from .store._records import agent_ns
 
 if TYPE_CHECKING:
@@ -259,7 +269,12 @@ class TurnReader:
 
 
 def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:
-    """Recent turns, newest first until the budget is spent, to be printed oldest first."""
+    """Recent turns, newest first until the budget is spent, to be printed oldest first.
+
+    Two passes. The first reads pages until the turns' lines without their calls' outcomes
+    (a lower bound of their cost) fill the budget; then the outcomes of all those turns'
+    calls are looked up in one read (``call_outcomes``); the second pass places the whole
+    lines, newest first, as many as fit: a subset of the turns read, never more."""
     title = (
         "## Earlier turns not in this conversation, oldest first"
         if turns.skip
@@ -270,38 +285,30 @@ def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:
     if meter.left <= reserve:
         return None, 0
     meter.used += reserve
+    before = meter.used
+    read, outputs = _read_turns(turns, meter)
+    meter.used = before  # the lines are taken below, with their outcomes
+    outcomes = call_outcomes(turns.store, turns.agent_id, [t for t, _ in read]) if read else {}
     lines: list[tuple[int, str]] = []
     oldest_seq = 0
-    spent = 0
-    unit_cost = FIRST_GUESS if meter.exact else FIRST_GUESS / 4
-    full = False
-    while not full:
-        page = turns.next_page(unit_cost)
-        if not page:
-            break
-        refs = [t.output_ref for t in page if t.output_ref]
-        outputs = output_items(turns.store, turns.agent_id, refs) if refs else {}
-        for t in page:
-            line = turn_line(t, outputs)
+    for t, bare in read:
+        said = outcomes.get(t.seq, {})
+        line = turn_line(t, outputs, said) if said else bare
+        if line is None:
+            continue
+        full = meter.cost(line) > meter.left
+        if full:
+            # The first turn (newest first) that does not fit is shortened to the room
+            # left, not left out: a turn of many tool calls, its line uncapped, is often
+            # the one the agent stopped at.
+            line = _shortened_turn(t, line, outputs, said, meter)
             if line is None:
-                continue
-            if meter.cost(line) > meter.left:
-                # The first turn (newest first) that does not fit is shortened to the room
-                # left, not left out: a turn of many tool calls, its line uncapped, is often
-                # the one the agent stopped at.
-                full = True
-                line = shortened(line, meter, whole_turn_ref(t.seq))
-                if line is None:
-                    break
-            cost = meter.cost(line)
-            meter.take(line)
-            spent += cost
-            lines.append((10 + len(lines), line))
-            oldest_seq = t.seq
-            if full:
                 break
-        if lines:
-            unit_cost = spent / len(lines)
+        meter.take(line)
+        lines.append((10 + len(lines), line))
+        oldest_seq = t.seq
+        if full:
+            break
     meter.used -= reserve
     if not lines:
         return None, 0
@@ -312,6 +319,69 @@ def place_turns(turns: TurnReader, meter: Meter) -> tuple[Section | None, int]:
         meter.take(note)
         lines.insert(0, (9, note))
     return Section("turns", title, lines, print_reversed=True), shown
+
+
+def _read_turns(
+    turns: TurnReader, meter: Meter
+) -> tuple[list[tuple[TurnView, str | None]], dict[str, dict[str, Any]]]:
+    """Turns newest first, each with its line without outcomes, until those lines fill what
+    the meter has left (the one that overflows it included: it may be shown shortened), and
+    the stored outputs they name. Spends from the meter as it goes, since the reader sizes its
+    pages by what is left; the caller gives it back."""
+    read: list[tuple[TurnView, str | None]] = []
+    outputs: dict[str, dict[str, Any]] = {}
+    spent = 0
+    shown = 0
+    unit_cost = FIRST_GUESS if meter.exact else FIRST_GUESS / 4
+    while True:
+        page = turns.next_page(unit_cost)
+        if not page:
+            return read, outputs
+        refs = [t.output_ref for t in page if t.output_ref]
+        if refs:
+            outputs.update(output_items(turns.store, turns.agent_id, refs))
+        for t in page:
+            line = turn_line(t, outputs)
+            read.append((t, line))
+            if line is None:
+                continue
+            cost = meter.cost(line)
+            if cost > meter.left:
+                return read, outputs
+            meter.used += cost
+            spent += cost
+            shown += 1
+        if shown:
+            unit_cost = spent / shown
+
+
+def _shortened_turn(
+    turn: TurnView,
+    line: str,
+    outputs: dict[str, dict[str, Any]],
+    said: dict[str, str],
+    meter: Meter,
+) -> str | None:
+    """``line`` shortened to the room left. An assistant turn keeps its calls whole, each
+    with its outcome, and cuts its text first, then leaves out its last calls (counted):
+    a call cut in the middle would show no outcome, and a model may well make it again."""
+    ref = whole_turn_ref(turn.seq)
+    parts = ai_parts(turn, outputs, said)
+    if parts is not None and parts[1]:
+        text, calls = parts
+        for keep in range(len(calls), 0, -1):
+            fixed = ai_line("", calls[:keep], len(calls) - keep) + ref
+            if meter.cost(fixed) > meter.left:
+                continue
+            if text:
+                room = meter.chars_for(meter.left, fixed) - len(fixed) - 3
+                while room >= MIN_PIECE:
+                    short = ai_line(cut(text, room), calls[:keep], len(calls) - keep) + ref
+                    if meter.cost(short) <= meter.left:
+                        return short
+                    room = room * 9 // 10
+            return fixed
+    return shortened(line, meter, ref)
 
 
 def shortened(line: str, meter: Meter, ref: str) -> str | None:

@@ -20,11 +20,12 @@ from langgraph.prebuilt import ToolRuntime
 
 from ._briefing import RECALL_TOOL_NAMES
 from ._briefing_lines import TURN_REF
+from ._briefing_outcomes import call_outcomes
 from ._context import agent_id_of, store_of
 from ._errors import RecallError
 from ._render import call_text
 from .store._ids import check_id
-from .store._records import agent_ns
+from .store._records import agent_ns, starts_fresh
 from .store._transcript import content_text
 from .tools._classes import CLASS_KEY  # where the durable tool node reads a tool's class
 
@@ -75,10 +76,16 @@ def update_working_state(
         )
     store, agent = _where(runtime)
     try:
+        # Read first only to tell the model what its update did: the store decides the same
+        # way (``starts_fresh``) inside its own transaction.
+        fresh = "goal" in fields and starts_fresh(store.working_state(agent), fields, None)
         store.update_working_state(agent, **fields)
     except RecallError as err:
         raise _fail(err) from err
-    return "saved: " + ", ".join(fields)
+    saved = "saved: " + ", ".join(fields)
+    if fresh:
+        saved += " (a new goal: the previous task's fields were cleared)"
+    return saved
 
 
 def milestone(runtime: ToolRuntime, text: str) -> str:
@@ -124,10 +131,13 @@ def _turn_text(store: Any, agent: str, ref: str) -> str | None:
         text = content_text(fields.get("content", ""))
     # An assistant turn's calls are part of it (a turn of many calls is the one the briefing
     # cuts to fit): each on a line of its own, written as the briefing writes it, its
-    # arguments whole.
+    # arguments whole, and followed by its outcome as the briefing's line would be.
     calls = [c for c in fields.get("tool_calls") or () if isinstance(c, dict)]
+    said = call_outcomes(store, agent, [view]).get(view.seq, {})
     lines = [
-        "called " + call_text(str(c.get("name")), c.get("args") or {}, max_arg=sys.maxsize)
+        "called "
+        + call_text(str(c.get("name")), c.get("args") or {}, max_arg=sys.maxsize)
+        + said.get(str(c.get("id")), "")
         for c in calls
     ]
     return "\n".join([text, *lines] if text else lines)
@@ -179,7 +189,7 @@ def _chunk(ref: str, text: str, offset: int, size: int) -> str:
 
 _DESCRIPTIONS: dict[str, str] = {
     "update_working_state": (
-        "Save your working state so the task survives a restart. Pass only what changed."
+        "Save your working state; pass only what changed. A new goal clears the old fields."
     ),
     "milestone": "Record a finished milestone in one line.",
     "set_pointer": "Remember where work lives (file, branch, URL, ticket) under a short name.",
@@ -224,9 +234,11 @@ def _signature(fn: Callable[..., Any]) -> Any:
 def recall_tools() -> list[BaseTool]:
     """The tools a model uses to keep its own records, in the order the briefing mentions them.
 
-    ``update_working_state(goal, plan, progress, decisions, notes)``, ``milestone(text)``,
-    ``set_pointer(name, target, note)`` and ``fetch_output(ref, offset)``. Each finds
-    the store and agent from the running graph (compile the graph with a ``RecallStore``).
+    ``update_working_state(goal, plan, progress, decisions, notes)`` (a goal replacing a
+    different one starts a fresh working state: the fields not given with it are cleared),
+    ``milestone(text)``, ``set_pointer(name, target, note)`` and ``fetch_output(ref, offset)``.
+    Each finds the store and agent from the running graph (compile the graph with a
+    ``RecallStore``).
     They are ``pure`` tools: ``tool.metadata["recall_class"] == "pure"``.
     """
     return [_make(name) for name in _FUNCTIONS]

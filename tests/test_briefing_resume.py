@@ -101,7 +101,10 @@ def test_killed_agent_resumes_on_same_and_new_thread_without_redoing_steps(
     assert "progress: done through step 4" in given
     assert "- step-4: /out/step-4.txt" in given
     turns = given[given.index("## Earlier turns") :]
-    assert turns.rstrip().endswith("called work(step=5)")  # the last turn, printed last
+    # The last turn, printed last, its call carrying its outcome.
+    assert turns.rstrip().endswith(
+        "called work(step=5) -> in doubt: do not call it again; it is settled by a resolver or a person"
+    )
     assert 'fetch_output(ref="out-' in turns and "." * 200 not in turns  # outputs by reference
     assert [m["content"] for m in new_inputs[0] if m["type"] == "human"] == ["TASK-1: continue."]
     for model_input in new_inputs:

@@ -18,6 +18,7 @@ from langgraph_recall._briefing import RECALL_TOOL_NAMES
 from langgraph_recall._errors import RecallError
 from langgraph_recall._recall_tools import recall_tools
 from langgraph_recall.store import RecallStore
+from langgraph_recall.store._actions import action_key
 from langgraph_recall.tools import DurableToolNode
 
 MODES = [pytest.param(False, id="sync"), pytest.param(True, id="async")]
@@ -95,6 +96,31 @@ def test_they_write_to_the_running_graphs_store_and_agent(
     assert store.working_state("a") == {}  # nothing leaked to another agent
 
 
+@pytest.mark.parametrize("use_async", MODES)
+def test_a_new_goal_from_the_model_clears_the_last_tasks_fields_and_says_so(
+    store: RecallStore, use_async: bool
+) -> None:
+    store.update_working_state("a", goal="refund R-16", progress="R-16 done")
+    # One call per run: the calls of one AI message may run in parallel.
+    results = [
+        *_run_calls(
+            store,
+            [{"name": "update_working_state", "args": {"progress": "R-16 emailed"}}],
+            use_async=use_async,
+        ),
+        *_run_calls(
+            store,
+            [{"name": "update_working_state", "args": {"goal": "refund R-17", "plan": "look up"}}],
+            use_async=use_async,
+        ),
+    ]
+    assert results[0].content == "saved: progress"
+    assert results[1].content == (
+        "saved: goal, plan (a new goal: the previous task's fields were cleared)"
+    )
+    assert store.working_state("a") == {"goal": "refund R-17", "plan": "look up"}
+
+
 def test_fetch_output_reads_in_chunks_and_says_where_the_next_one_starts(
     store: RecallStore,
 ) -> None:
@@ -151,6 +177,30 @@ def test_a_turn_shortened_to_fit_the_budget_names_itself_and_reads_with_its_call
     assert text.rstrip().endswith('[whole turn: fetch_output(ref="turn-2")]')
     (whole,) = _run_calls(store, [{"name": "fetch_output", "args": {"ref": "turn-2"}}])
     assert "query number 29 " + "q" * 30 in str(whole.content)
+
+
+def test_a_shortened_turn_read_whole_shows_each_calls_outcome(store: RecallStore) -> None:
+    # The calls the briefing left out of a turn too long for it, read whole, carry their
+    # outcomes as the briefing's line would: none shows up as unanswered.
+    calls = [
+        {"name": "refund", "args": {"order": f"O-{i} " + "q" * 40}, "id": f"c{i}"}
+        for i in range(30)
+    ]
+    store.record("a", [HumanMessage("start", id="h0"), AIMessage("", tool_calls=calls, id="a1")])
+    for i in range(30):
+        action_id = action_key("a", "a1", f"c{i}", "refund")
+        store.claim("a", action_id, tool="refund", args=calls[i]["args"], args_digest="d")
+        if i < 29:
+            store.end(action_id, 1, "done", result=f"refund r-{i} issued")
+    text = store.briefing("a", token_budget=600).text
+    assert "more call(s)" in text and "refund r-0 issued" in text
+    (whole,) = _run_calls(store, [{"name": "fetch_output", "args": {"ref": "turn-2"}}])
+    lines = str(whole.content).splitlines()[1:]
+    assert len(lines) == 30 and all(" -> " in ln for ln in lines)
+    assert lines[28].endswith(" -> done: refund r-28 issued")
+    assert lines[29].endswith(
+        " -> in doubt: do not call it again; it is settled by a resolver or a person"
+    )
 
 
 def test_a_malformed_turn_ref_is_a_tool_error_not_a_failed_run(store: RecallStore) -> None:

@@ -16,6 +16,26 @@ from langgraph_recall.store import RecallStore
 pytestmark = pytest.mark.slow
 
 
+# --- working state ---------------------------------------------------------------------------
+
+
+def _revise_own_field(store: RecallStore, n: int) -> int:
+    for j in range(10):
+        store.update_working_state("ag", **{f"field_{n}": j})
+    return n
+
+
+def test_eight_processes_revising_the_working_state_lose_no_field(
+    store: RecallStore, store_target: str
+) -> None:
+    # Each update builds on the state it reads: read before the agent's row lock, two updates
+    # built on the same state and the later one dropped the other's field.
+    store.update_working_state("ag", goal="g")
+    results = ok_results(run_together(store_target, _revise_own_field, [(n,) for n in range(8)]))
+    assert results == list(range(8))
+    assert store.working_state("ag") == {"goal": "g", **{f"field_{n}": 9 for n in range(8)}}
+
+
 # --- claims --------------------------------------------------------------------------------
 
 

@@ -373,6 +373,52 @@ def test_working_state_merges_revisions_and_keeps_every_one(api: Api, store: Rec
     assert item is not None and item.value == {"goal": "migrate billing", "plan": ["b"]}
 
 
+def test_a_new_goal_starts_a_fresh_working_state(api: Api) -> None:
+    api.update_working_state("ag", goal="refund R-16", plan="look up, refund", progress="R-16 done")
+    api.milestone("ag", "R-16 refunded")
+    state = api.update_working_state("ag", goal="refund R-17", plan="look up")
+    # The last task's progress and milestone do not stand beside the new goal.
+    assert state == api.working_state("ag") == {"goal": "refund R-17", "plan": "look up"}
+    history = api.revisions("ag")
+    # Append-only: the replaced state is still in the history, and the fresh start is named.
+    assert history[0][3]["progress"] == "R-16 done"
+    assert [(r[1], r[2]) for r in history] == [
+        ("state", None),
+        ("milestone", None),
+        ("state", "new_task"),
+    ]
+
+
+def test_a_first_goal_merges_with_what_was_noted_before_it(api: Api) -> None:
+    api.update_working_state("ag", notes="the customer is in Berlin")
+    state = api.update_working_state("ag", goal="refund R-16")
+    assert state == {"notes": "the customer is in Berlin", "goal": "refund R-16"}
+
+
+def test_the_same_goal_again_merges(api: Api) -> None:
+    api.update_working_state("ag", goal="refund R-16", progress="looked up")
+    state = api.update_working_state("ag", goal="refund R-16", plan="refund, email")
+    assert state == {"goal": "refund R-16", "progress": "looked up", "plan": "refund, email"}
+
+
+def test_new_task_false_keeps_the_fields_and_true_clears_them(api: Api) -> None:
+    api.update_working_state("ag", goal="refund R-16", progress="looked up")
+    kept = api.update_working_state("ag", new_task=False, goal="refund order R-16")
+    assert kept == {"goal": "refund order R-16", "progress": "looked up"}
+    fresh = api.update_working_state("ag", new_task=True, notes="start over")
+    assert fresh == api.working_state("ag") == {"notes": "start over"}
+    assert api.update_working_state("ag", new_task=True) == api.working_state("ag") == {}
+    assert [r[2] for r in api.revisions("ag")][-2:] == ["new_task", "new_task"]
+
+
+def test_new_task_must_be_a_bool(api: Api) -> None:
+    api.update_working_state("ag", goal="g", progress="p")
+    with pytest.raises(RecallError) as err:
+        api.update_working_state("ag", new_task="yes", goal="h")
+    assert _code(err) == "invalid_value"
+    assert api.working_state("ag") == {"goal": "g", "progress": "p"}
+
+
 def test_update_working_state_returns_what_was_stored(api: Api) -> None:
     import datetime as dt
 
@@ -668,6 +714,24 @@ def test_agents_summarise_records(api: Api) -> None:
 
 
 # --- approvals -----------------------------------------------------------------------------
+
+
+def test_call_records_give_each_calls_latest_attempt_and_decision(api: Api) -> None:
+    api.claim("ag", "run-1", tool="t", args={}, args_digest="d")
+    api.end("run-1", 1, "abandoned")
+    api.claim("ag", "run-1", tool="t", args={}, args_digest="d")
+    api.end("run-1", 2, "done", result="ok")
+    api.record_decision("ag", "pay-1", "requested", args={"n": 1}, args_digest="d1")
+    api.record_decision("ag", "pay-1", "reject", message="no")
+    api.claim("other", "run-2", tool="t", args={}, args_digest="d")
+    found = api.call_records("ag", ["run-1", "pay-1", "run-2", "none", "run-1"])
+    assert sorted(found) == ["pay-1", "run-1"]  # another agent's call is not this one's
+    run = found["run-1"].action
+    assert run is not None and (run.attempt, run.status, run.result) == (2, "done", "ok")
+    assert found["run-1"].decision is None
+    assert (found["pay-1"].action, found["pay-1"].decision) == (None, "reject")
+    assert found["pay-1"].message == "no"
+    assert api.call_records("ag", []) == {}
 
 
 def test_approval_is_spent_once_for_exactly_its_arguments(api: Api) -> None:

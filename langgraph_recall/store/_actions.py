@@ -9,6 +9,7 @@ never both win.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from .._errors import ApprovalMismatch, LeaseHeld, RecallError
 from ._codec import dumps_typed, loads_record, loads_typed
 from ._db import Tx
 from ._ids import check_id
-from ._models import Action, Claim
+from ._models import Action, CallRecord, Claim
 from ._records import bump, check_agent_id
 
 # --- actions ---------------------------------------------------------------------------------
@@ -27,6 +28,17 @@ _ACTION_COLS = (
     "a.idempotency_key, a.attempt, a.created_at, a.thread_id, a.outcome, a.result_type, a.result, "
     "a.error, a.note, a.resolved_by, a.ended_at"
 )
+
+
+def action_key(agent_id: str, ai_message_id: str, tool_call_id: str, tool: str) -> str:
+    """The id of one tool call, stable across crashes and resumes (32 hex characters): what
+    the durable tool node claims it under, and what the briefing looks its outcome up by."""
+    h = hashlib.sha256(b"recall-action-v1")
+    for part in (agent_id, ai_message_id, tool_call_id, tool):
+        data = part.encode("utf-8", "surrogatepass")
+        # Length-prefixed, so no choice of ids can make two different calls share a key.
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()[:32]
 
 
 def action_of(r: Sequence[Any]) -> Action:
@@ -420,6 +432,40 @@ def actions(tx: Tx, agent_id: str, open_only: bool) -> list[Action]:
             (agent_id,),
         )
     return [action_of(r) for r in rows]
+
+
+_NO_ACTION = ", ".join(["NULL"] * _ACTION_COLS.count(","))
+
+
+def call_records(tx: Tx, agent_id: str, action_ids: Sequence[str]) -> dict[str, CallRecord]:
+    """The latest attempt and the latest approval decision of each of ``action_ids`` (those
+    with neither are left out), in ONE statement: both halves are primary-key or index
+    lookups by id, so the cost follows the number of ids asked, never the agent's history.
+
+    The decision is the last place of the action's chain (``_approvals``), read unverified: it
+    only words the briefing's line. Nothing runs on it (a spend verifies the whole chain), so a
+    forged row can at worst mislabel a call, never authorise one."""
+    ids = list(dict.fromkeys(action_ids))
+    if not ids:
+        return {}
+    marks = ", ".join("?" * len(ids))
+    rows = tx.all(
+        f"SELECT 'a', {_ACTION_COLS}, NULL, NULL FROM recall_actions a WHERE a.action_id IN "
+        f"({marks}) AND a.agent_id = ? AND a.attempt = (SELECT MAX(b.attempt) FROM "
+        "recall_actions b WHERE b.action_id = a.action_id) "
+        f"UNION ALL SELECT 'd', r.action_id, {_NO_ACTION}, r.decision, r.message "
+        f"FROM recall_approvals r WHERE r.action_id IN ({marks}) AND r.agent_id = ? AND "
+        "r.seq IS NOT NULL AND NOT EXISTS (SELECT 1 FROM recall_approvals d WHERE "
+        "d.action_id = r.action_id AND d.seq > r.seq)",
+        (*ids, agent_id, *ids, agent_id),
+    )
+    actions = {r[1]: action_of(r[1:]) for r in rows if r[0] == "a"}
+    decisions = {r[1]: (r[-2], r[-1]) for r in rows if r[0] == "d"}
+    return {
+        i: CallRecord(actions.get(i), *decisions.get(i, (None, None)))
+        for i in ids
+        if i in actions or i in decisions
+    }
 
 
 def resolve(tx: Tx, action_id: str, outcome: str, note: str | None, by: str) -> Action:

@@ -11,7 +11,7 @@ from . import _actions, _approvals, _leases
 from ._api_base import StoreBase
 from ._db import Tx
 from ._ids import check_id
-from ._models import Action, Approval, Claim, Lease, UndoReport
+from ._models import Action, Approval, CallRecord, Claim, Lease, UndoReport
 from ._records import check_agent_id
 
 if TYPE_CHECKING:
@@ -169,6 +169,20 @@ class ActionsAPI(StoreBase):
         """Async twin of ``actions``: the agent's actions, oldest first (``open_only``: in doubt
         only)."""
         return await self._run(self.actions, agent_id, open_only)
+
+    def call_records(self, agent_id: str, action_ids: Sequence[str]) -> dict[str, CallRecord]:
+        """What the records hold of each of the agent's calls ``action_ids``: its latest attempt
+        and the latest approval decision on it, by action id (a call with neither, a pure
+        tool's, is left out). One indexed read whatever the history's length: the briefing
+        looks up the outcomes of the calls it shows with it."""
+        with self._db.tx() as tx:
+            return _actions.call_records(tx, agent_id, action_ids)
+
+    async def acall_records(
+        self, agent_id: str, action_ids: Sequence[str]
+    ) -> dict[str, CallRecord]:
+        """Async twin of ``call_records``: the latest attempt and decision of each call."""
+        return await self._run(self.call_records, agent_id, action_ids)
 
     def resolve(self, action_id: str, outcome: str | bool, note: str | None = None) -> Action:
         """A person settles an open action: ``"done"`` (it happened) or ``"not_done"``.

@@ -85,6 +85,21 @@ class Action:
         )
 
 
+#: In a done action's recorded ToolMessage: the ref of the output its long text was moved to.
+OUTPUT_REF = "recall_output_ref"
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """What the records hold of one durable tool call (``store.call_records``): its action's
+    latest attempt (None when no intent was recorded: refused before it, or waiting for an
+    approval) and the latest approval decision on it (``requested``, ``approve``, ``reject``)."""
+
+    action: Action | None
+    decision: str | None = None
+    message: str | None = None
+
+
 @dataclass(frozen=True)
 class Claim:
     """What ``claim`` found: a fresh attempt to run, a finished one, or one in doubt."""

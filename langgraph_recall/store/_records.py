@@ -245,7 +245,12 @@ def remember_turn(tx: Tx, agent_id: str, turn_id: str, thread_id: str) -> None:
 
 
 def _revise(tx: Tx, agent_id: str, kind: str, name: str | None, data: dict[str, Any]) -> None:
-    seq = bump(tx, agent_id, "revision_seq", 1)
+    _add_revision(tx, agent_id, bump(tx, agent_id, "revision_seq", 1), kind, name, data)
+
+
+def _add_revision(
+    tx: Tx, agent_id: str, seq: int, kind: str, name: str | None, data: dict[str, Any]
+) -> None:
     tx.run(
         "INSERT INTO recall_revisions (agent_id, seq, kind, name, data, created_at) "
         "VALUES (?, ?, ?, ?, ?, {now})",
@@ -258,12 +263,47 @@ def working_state(tx: Tx, agent_id: str) -> dict[str, Any]:
     return _get_item(tx, agent_ns(agent_id, STATE_NS), "current") or {}
 
 
-def update_working_state(tx: Tx, agent_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """Append a revision and return the merged view (a field set to None is removed)."""
-    if not fields:
+#: The revision name of a working-state update that started a fresh state (a new task).
+FRESH_STATE = "new_task"
+
+
+def starts_fresh(current: dict[str, Any], fields: dict[str, Any], new_task: bool | None) -> bool:
+    """Whether an update replaces the working state instead of merging into it.
+
+    ``new_task`` None (the default) decides by the goal: a ``goal`` that replaces another
+    one starts a new task, whose state must not carry the last task's progress, plan or
+    milestone (a resumed model read "progress: R-16 done" beside its new goal and took the new
+    task as half done). A first goal merges: what was noted before it is about this task. True
+    always starts fresh; False always merges.
+    """
+    if new_task is not None:
+        return new_task
+    goal, before = fields.get("goal"), current.get("goal")
+    return goal is not None and before is not None and goal != before
+
+
+def update_working_state(
+    tx: Tx, agent_id: str, fields: dict[str, Any], new_task: bool | None = None
+) -> dict[str, Any]:
+    """Append a revision and return the new view: the fields merged into the current state, or
+    alone when the update starts a new task (``starts_fresh``); a field set to None is removed.
+    The replaced state stays in the revisions (records are append-only)."""
+    if new_task is not None and not isinstance(new_task, bool):
+        raise RecallError(
+            f"new_task is True, False or None (decide by the goal), got {new_task!r}",
+            code="invalid_value",
+        )
+    if not fields and not new_task:
         return working_state(tx, agent_id)
-    _revise(tx, agent_id, "state", None, fields)
-    merged = working_state(tx, agent_id)
+    # The revision's number first: it locks the agent's row, so a concurrent update (or
+    # milestone) of the same agent commits before this one reads the state it builds on. Read
+    # first, two updates both built on the state before either and the later one dropped the
+    # other's fields.
+    seq = bump(tx, agent_id, "revision_seq", 1)
+    current = working_state(tx, agent_id)
+    fresh = starts_fresh(current, fields, new_task)
+    _add_revision(tx, agent_id, seq, "state", FRESH_STATE if fresh else None, fields)
+    merged = {} if fresh else current
     for k, v in fields.items():
         if v is None:
             merged.pop(k, None)

@@ -79,18 +79,41 @@ class RecordsAPI(StoreBase):
         """Async twin of ``working_state``: the latest merged working state."""
         return await self._run(self.working_state, agent_id)
 
-    def update_working_state(self, agent_id: str, **fields: Any) -> dict[str, Any]:
+    def update_working_state(
+        self, agent_id: str, *, new_task: bool | None = None, **fields: Any
+    ) -> dict[str, Any]:
         """Revise working-state fields (each revision kept); ``None`` removes a field.
 
-        Returns the merged view.
+        The fields given are merged into the current state, except when the update starts a
+        new task: a ``goal`` that replaces a different current goal replaces the whole state,
+        so fields not given in the same call (the last task's plan, progress, milestone...)
+        are cleared rather than shown beside the new goal. (A first goal merges.) The replaced state stays in ``revisions()``
+        (that revision is named ``"new_task"``).
+
+        Args:
+            agent_id: whose working state.
+            new_task: ``None`` (default) decides by the goal as above; ``True`` starts a fresh
+                state whatever the goal (with no fields: clears it); ``False`` always merges
+                (a goal reworded within the same task).
+            **fields: the fields to set (``goal``, ``plan``, ``progress``, ``decisions``,
+                ``notes``, or any other JSON-serialisable field).
+
+        Returns:
+            The working state now.
+
+        Raises:
+            RecallError: ``invalid_value`` for a value that cannot be recorded or a
+                ``new_task`` that is not a bool or None.
         """
         with self._db.tx(write=True) as tx:
-            return _records.update_working_state(tx, agent_id, fields)
+            return _records.update_working_state(tx, agent_id, fields, new_task)
 
-    async def aupdate_working_state(self, agent_id: str, **fields: Any) -> dict[str, Any]:
-        """Async twin of ``update_working_state``: revise fields (each revision kept), in a worker
-        thread."""
-        return await self._run(self.update_working_state, agent_id, **fields)
+    async def aupdate_working_state(
+        self, agent_id: str, *, new_task: bool | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        """Async twin of ``update_working_state``: revise fields (a new goal starts a fresh
+        state; each revision kept), in a worker thread."""
+        return await self._run(self.update_working_state, agent_id, new_task=new_task, **fields)
 
     def milestone(self, agent_id: str, text: str) -> dict[str, Any]:
         """Append a milestone (kept in the history; the latest shows in the working state)."""

@@ -30,6 +30,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ValidationError
 
 from .._errors import RecallError
+from ..store._actions import action_key as action_key  # re-exported: the tools' call ids
 
 _VERSION = b"recall-args-v1"
 
@@ -187,16 +188,6 @@ def edit_problem(schema: Any, args: Any, injected: frozenset[str] = frozenset())
         ]
         return "; ".join(parts)
     return None
-
-
-def action_key(agent_id: str, ai_message_id: str, tool_call_id: str, tool: str) -> str:
-    """The id of one tool call, stable across crashes and resumes (32 hex characters)."""
-    h = hashlib.sha256(b"recall-action-v1")
-    for part in (agent_id, ai_message_id, tool_call_id, tool):
-        data = part.encode("utf-8", "surrogatepass")
-        # Length-prefixed, so no choice of ids can make two different calls share a key.
-        h.update(len(data).to_bytes(8, "big") + data)
-    return h.hexdigest()[:32]
 
 
 def messages_of(state: Any, messages_key: str = "messages") -> list[BaseMessage]:

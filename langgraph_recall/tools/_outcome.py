@@ -17,8 +17,8 @@ from langgraph.types import Command
 
 from .._render import call_text
 from ..store import Action, RecallStore
+from ..store._models import OUTPUT_REF
 
-OUTPUT_REF = "recall_output_ref"
 # In a recorded answer only: why it is a stand-in for what the tool returned (``stand_in``).
 STAND_IN = "recall_stand_in"
 # In a recorded answer only: how many interrupt() answers the tool took as it ran (``_order``).
