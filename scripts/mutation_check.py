@@ -1141,11 +1141,11 @@ MUTATIONS = [
         "end_run_one_write",
         "a run's end records its last turns in the transaction that gives its lease up",
         "langgraph_recall/checkpoint/_runs.py",
-        "            ok = life.store._end_run(\n"
-        "                run.agent_id, holder, epoch, self.messages, thread_id=run.thread_id\n"
-        "            )\n",
-        "            life.store.record(run.agent_id, self.messages, thread_id=run.thread_id)\n"
-        "            ok = life.store.release_lease(run.agent_id, holder, epoch)\n",
+        "                ok = life.store._end_run(\n"
+        "                    run.agent_id, holder, epoch, self.messages, thread_id=run.thread_id\n"
+        "                )\n",
+        "                life.store.record(run.agent_id, self.messages, thread_id=run.thread_id)\n"
+        "                ok = life.store.release_lease(run.agent_id, holder, epoch)\n",
         ("tests/test_checkpoint_recording.py::-k::one_transaction",),
     ),
     Mutation(
@@ -1170,9 +1170,9 @@ MUTATIONS = [
         "end_run_released_on_failure",
         "a final write that fails still gives the lease up",
         "langgraph_recall/checkpoint/_runs.py",
-        "            recorder.failed(run.agent_id, exc)\n"
-        "            life.store.release_lease(run.agent_id, holder, epoch)\n",
-        "            recorder.failed(run.agent_id, exc)\n",
+        "        recorder.broken.add(run.agent_id)\n"
+        "        life.store.release_lease(run.agent_id, holder, epoch)\n",
+        "        recorder.broken.add(run.agent_id)\n",
         ("tests/test_checkpoint_recording.py::-k::final_write_that_fails",),
     ),
     Mutation(
