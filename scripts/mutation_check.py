@@ -2381,6 +2381,57 @@ MUTATIONS = [
         '"ask."',
         ("tests/test_briefing.py::-k::too_small_for_any_doubt_line",),
     ),
+    Mutation(
+        "fresh_pool_checkout",
+        "a pooled PostgreSQL connection the server ended is replaced at checkout",
+        "langgraph_recall/store/_postgres.py",
+        "                if not ended_by_server(conn):\n                    return conn\n",
+        "                return conn\n",
+        ("tests/test_faults_pg.py::-k::every_session",),
+    ),
+    Mutation(
+        "final_write_retried",
+        "a run's final write whose session ended is tried again on a fresh connection",
+        "langgraph_recall/checkpoint/_runs.py",
+        '                if tries_left and isinstance(exc, RecallError) and exc.details.get("session_lost"):\n',
+        "                if False:\n",
+        ("tests/test_faults_pg.py::-k::final_write_killed",),
+    ),
+    Mutation(
+        "run_end_raises_unrecorded",
+        "a run whose last messages could not be recorded raises instead of returning",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            raise unrecorded\n",
+        "            pass\n",
+        (
+            "tests/test_checkpoint_recording.py::-k::final_write_that_fails",
+            "tests/test_faults_pg.py::-k::cannot_reach and sync",
+        ),
+    ),
+    Mutation(
+        "resubmission_records",
+        "a resubmitted turn records what its checkpoint holds and its turns lack",
+        "langgraph_recall/checkpoint/_runs.py",
+        "                    self._record_left(agent_id, lease.epoch, duplicate.details)\n",
+        "",
+        ("tests/test_faults_pg.py::-k::cannot_reach and sync",),
+    ),
+    Mutation(
+        "saver_errors_mapped",
+        "a driver's error from the inner saver leaves the checkpointer as RecallError",
+        "langgraph_recall/checkpoint/_delegated.py",
+        "        raise err from err.__cause__\n",
+        "        raise exc\n",
+        ("tests/test_faults_sqlite.py::-k::full_database and sync",),
+    ),
+    Mutation(
+        "doctor_unrecorded",
+        "doctor reports an agent whose head checkpoint holds messages its turns lack",
+        "langgraph_recall/checkpoint/_recording.py",
+        "            if missing:\n                out.append(",
+        "            if False:\n                out.append(",
+        ("tests/test_faults_pg.py::-k::cannot_reach and sync",),
+    ),
 ]
 
 
