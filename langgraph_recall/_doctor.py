@@ -42,12 +42,13 @@ def run_doctor(store: RecallStore) -> dict[str, Any]:
     for t in threads:
         findings.extend(t.findings())
     findings.extend(agent_findings(store))
-    for agent_id, thread_id, missing in unrecorded_turns(store):
+    roots = sorted({t.thread_id for t in threads if not t.checkpoint_ns})
+    for agent_id, thread_id, missing in unrecorded_turns(store, roots):
         findings.append(
             f"agent {agent_id!r}: {missing} message(s) of the head checkpoint of thread "
-            f"{thread_id!r} are not recorded as its turns (a run's end could not write them); "
-            "they are safe in the checkpoint: run the agent again, or submit the same turn_id "
-            "again, and they are recorded"
+            f"{thread_id!r} are not recorded as its turns (its last run died, or its end could "
+            "not write them); they are safe in the checkpoint: run the agent again, or submit "
+            "the same turn_id again, and they are recorded"
         )
     return {
         "versions": versions(),

@@ -219,19 +219,25 @@ def catch_up(
 
 
 def unrecorded_turns(
-    store: RecallStore, messages_key: str = "messages"
+    store: RecallStore,
+    thread_ids: Sequence[str] | None = None,
+    messages_key: str = "messages",
 ) -> list[tuple[str, str, int]]:
-    """``(agent, thread, how many)`` for each thread of the store's database whose head
-    checkpoint holds messages the turns of the agent it was written for lack, while no run
-    of that agent is going: a run whose end could not record them (the database was
-    unreachable; it raised saying so) and that has not run since. The agent's next run, or
-    the same turn submitted again, records them. ``doctor`` asks."""
+    """``(agent, thread, how many)`` for each thread of the store's database (or of
+    ``thread_ids``) whose head checkpoint holds messages the turns of the agent it was
+    written for lack, while no run of that agent is going: a run whose end could not record
+    them (the database was unreachable; it raised saying so) and that has not run since. The
+    agent's next run, or the same turn submitted again, records them. ``doctor`` asks, with
+    the threads it has listed already."""
     saver = same_database_saver(store)
     out: list[tuple[str, str, int]] = []
     now = time.time()
     try:
-        threads = sorted({str(t.config["configurable"]["thread_id"]) for t in saver.list(None)})
-        for thread in threads:
+        if thread_ids is None:
+            thread_ids = sorted(
+                {str(t.config["configurable"]["thread_id"]) for t in saver.list(None)}
+            )
+        for thread in thread_ids:
             head = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
             agent_id = (head.metadata or {}).get("recall_agent") if head is not None else None
             if head is None or agent_id is None:

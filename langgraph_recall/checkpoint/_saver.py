@@ -229,6 +229,7 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
 
     # --- lifecycle -------------------------------------------------------------------------
 
+    @mapped
     def setup(self) -> Any:
         """The inner saver's ``setup()`` (a coroutine for async savers), if it has one."""
         self._here()
