@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from fix_checkpoint import config, recorded_ids, step_graph, turn_input, wait_until
 from fix_pgserver import OwnServer, own_pg, wait_up
@@ -29,6 +28,8 @@ from langgraph_recall import DurableToolNode, RecallError, RecallStore
 from langgraph_recall._doctor import run_doctor
 
 __all__ = ["own_pg"]  # the fixture, imported to be found
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
 pytestmark = pytest.mark.postgres
 
