@@ -2369,8 +2369,8 @@ MUTATIONS = [
         "upgrade_refused_clearly",
         "an upgrade the role may not make is refused saying so and what to do, nothing changed",
         "langgraph_recall/store/_db.py",
-        "            raise\n        except Exception as exc:\n            # The DDL of one transaction",
-        "            raise\n        except ZeroDivisionError as exc:\n            # The DDL of one transaction",
+        "            raise self._cannot_upgrade(found, err.__cause__ or err) from err.__cause__\n",
+        "            raise\n",
         ("tests/test_store_schema.py::-k::role_may_not",),
     ),
     Mutation(
