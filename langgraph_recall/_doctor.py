@@ -35,13 +35,21 @@ def versions() -> dict[str, str]:
 
 def run_doctor(store: RecallStore) -> dict[str, Any]:
     """A JSON-able report; ``findings`` lists what needs attention (empty when healthy)."""
-    from .checkpoint import inspect_threads
+    from .checkpoint import inspect_threads, unrecorded_turns
 
     findings: list[str] = []
     threads = inspect_threads(store)
     for t in threads:
         findings.extend(t.findings())
     findings.extend(agent_findings(store))
+    roots = sorted({t.thread_id for t in threads if not t.checkpoint_ns})
+    for agent_id, thread_id, missing in unrecorded_turns(store, roots):
+        findings.append(
+            f"agent {agent_id!r}: {missing} message(s) of the head checkpoint of thread "
+            f"{thread_id!r} are not recorded as its turns (its last run died, or its end could "
+            "not write them); they are safe in the checkpoint: run the agent again, or submit "
+            "the same turn_id again, and they are recorded"
+        )
     return {
         "versions": versions(),
         "database": f"{store.dialect} at {store.target}: reachable",

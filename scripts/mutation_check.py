@@ -1213,11 +1213,11 @@ MUTATIONS = [
         "end_run_one_write",
         "a run's end records its last turns in the transaction that gives its lease up",
         "langgraph_recall/checkpoint/_runs.py",
-        "            ok = life.store._end_run(\n"
-        "                run.agent_id, holder, epoch, self.messages, thread_id=run.thread_id\n"
-        "            )\n",
-        "            life.store.record(run.agent_id, self.messages, thread_id=run.thread_id)\n"
-        "            ok = life.store.release_lease(run.agent_id, holder, epoch)\n",
+        "                ok = life.store._end_run(\n"
+        "                    run.agent_id, holder, epoch, self.messages, thread_id=run.thread_id\n"
+        "                )\n",
+        "                life.store.record(run.agent_id, self.messages, thread_id=run.thread_id)\n"
+        "                ok = life.store.release_lease(run.agent_id, holder, epoch)\n",
         ("tests/test_checkpoint_recording.py::-k::one_transaction",),
     ),
     Mutation(
@@ -1242,9 +1242,9 @@ MUTATIONS = [
         "end_run_released_on_failure",
         "a final write that fails still gives the lease up",
         "langgraph_recall/checkpoint/_runs.py",
-        "            recorder.failed(run.agent_id, exc)\n"
-        "            life.store.release_lease(run.agent_id, holder, epoch)\n",
-        "            recorder.failed(run.agent_id, exc)\n",
+        "        recorder.broken.add(run.agent_id)\n"
+        "        life.store.release_lease(run.agent_id, holder, epoch)\n",
+        "        recorder.broken.add(run.agent_id)\n",
         ("tests/test_checkpoint_recording.py::-k::final_write_that_fails",),
     ),
     Mutation(
@@ -2441,8 +2441,8 @@ MUTATIONS = [
         "upgrade_refused_clearly",
         "an upgrade the role may not make is refused saying so and what to do, nothing changed",
         "langgraph_recall/store/_db.py",
-        "            raise\n        except Exception as exc:\n            # The DDL of one transaction",
-        "            raise\n        except ZeroDivisionError as exc:\n            # The DDL of one transaction",
+        "            raise self._cannot_upgrade(found, err.__cause__ or err) from err.__cause__\n",
+        "            raise\n",
         ("tests/test_store_schema.py::-k::role_may_not",),
     ),
     Mutation(
@@ -2660,6 +2660,57 @@ MUTATIONS = [
         '    seq = bump(tx, agent_id, "revision_seq", 1)\n    current = working_state(tx, agent_id)\n',
         '    current = working_state(tx, agent_id)\n    seq = bump(tx, agent_id, "revision_seq", 1)\n',
         ("tests/test_store_concurrency.py::-k::revising_the_working_state",),
+    ),
+    Mutation(
+        "fresh_pool_checkout",
+        "a pooled PostgreSQL connection the server ended is replaced at checkout",
+        "langgraph_recall/store/_postgres.py",
+        "                if not ended_by_server(conn):\n                    return conn\n",
+        "                return conn\n",
+        ("tests/test_faults_pg.py::-k::every_session",),
+    ),
+    Mutation(
+        "final_write_retried",
+        "a run's final write whose session ended is tried again on a fresh connection",
+        "langgraph_recall/checkpoint/_runs.py",
+        '                if tries_left and isinstance(exc, RecallError) and exc.details.get("session_lost"):\n',
+        "                if False:\n",
+        ("tests/test_faults_pg.py::-k::final_write_killed",),
+    ),
+    Mutation(
+        "run_end_raises_unrecorded",
+        "a run whose last messages could not be recorded raises instead of returning",
+        "langgraph_recall/checkpoint/_runs.py",
+        "            raise unrecorded\n",
+        "            pass\n",
+        (
+            "tests/test_checkpoint_recording.py::-k::final_write_that_fails",
+            "tests/test_faults_pg.py::-k::cannot_reach and sync",
+        ),
+    ),
+    Mutation(
+        "resubmission_records",
+        "a resubmitted turn records what its checkpoint holds and its turns lack",
+        "langgraph_recall/checkpoint/_runs.py",
+        "                    self._record_left(agent_id, lease.epoch, duplicate.details)\n",
+        "",
+        ("tests/test_faults_pg.py::-k::cannot_reach and sync",),
+    ),
+    Mutation(
+        "saver_errors_mapped",
+        "a driver's error from the inner saver leaves the checkpointer as RecallError",
+        "langgraph_recall/checkpoint/_delegated.py",
+        "        raise err from err.__cause__\n",
+        "        raise exc\n",
+        ("tests/test_faults_sqlite.py::-k::full_database and sync",),
+    ),
+    Mutation(
+        "doctor_unrecorded",
+        "doctor reports an agent whose head checkpoint holds messages its turns lack",
+        "langgraph_recall/checkpoint/_recording.py",
+        "            if missing:\n                out.append(",
+        "            if False:\n                out.append(",
+        ("tests/test_faults_pg.py::-k::cannot_reach and sync",),
     ),
 ]
 

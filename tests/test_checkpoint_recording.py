@@ -26,6 +26,7 @@ from langchain_core.messages import (
     RemoveMessage,
 )
 
+from langgraph_recall import RecallError
 from langgraph_recall.checkpoint import _recording
 from langgraph_recall.store import RecallStore
 
@@ -452,7 +453,7 @@ def test_a_run_from_another_checkpoint_of_the_thread_catches_up(
     assert catch_up_reads == ["agent-1"]
 
 
-def test_a_final_write_that_fails_still_gives_the_lease_up_and_the_next_run_records_all(
+def test_a_final_write_that_fails_raises_gives_the_lease_up_and_the_next_run_records_all(
     store: RecallStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cp = store.checkpointer(lease_ttl=30)
@@ -470,8 +471,10 @@ def test_a_final_write_that_fails_still_gives_the_lease_up_and_the_next_run_reco
 
     with monkeypatch.context() as patch:
         patch.setattr(store, "_end_run", broken)
-        with pytest.warns(RuntimeWarning, match="could not record turns"):
+        with pytest.raises(RecallError, match="safe in the checkpoint") as failed:
             graph.invoke(turn_input("first", 1), cfg)
+    assert failed.value.code == "database"
+    assert isinstance(failed.value.__cause__, RuntimeError)
     assert recorded_ids(store, "agent-1") == ["h-first"]  # the request, from the run's start
     lease = store.lease("agent-1")
     assert lease is not None and lease.expires_at == 0, "released all the same"

@@ -19,6 +19,7 @@ from langchain_core.runnables import RunnableConfig
 
 from .._context import agent_id_of, configurable, thread_id_of
 from .._wakeups import LoopWakeups
+from ._delegated import mapped
 
 _LONGEST_WAIT = 3600.0  # one wait's cap (threading refuses an infinite one); waits loop on
 
@@ -208,9 +209,11 @@ class DurabilityBarrier:
             and checkpoint_id > run.start_id
         )
 
+    @mapped
     def _written(self, thread_id: str, checkpoint_id: str) -> bool:
         return self.inner.get_tuple(_checkpoint_config(thread_id, checkpoint_id)) is not None
 
+    @mapped
     async def _awritten(self, thread_id: str, checkpoint_id: str) -> bool:
         config = _checkpoint_config(thread_id, checkpoint_id)
         return await self._acall("get_tuple", config) is not None

@@ -53,6 +53,7 @@ from langchain_core.messages import BaseMessage
 
 from .._briefing import is_briefing_message
 from ..store._transcript import own_ids, with_stable_ids
+from ._same_db import close_same_database_saver, same_database_saver
 
 if TYPE_CHECKING:
     from ..store import RecallStore
@@ -227,6 +228,45 @@ def catch_up(
     return store.record(agent_id, list(restored), thread_id=thread_id)
 
 
+def unrecorded_turns(
+    store: RecallStore,
+    thread_ids: Sequence[str] | None = None,
+    messages_key: str = "messages",
+) -> list[tuple[str, str, int]]:
+    """``(agent, thread, how many)`` for each thread of the store's database (or of
+    ``thread_ids``) whose head checkpoint holds messages the turns of the agent it was
+    written for lack, while no run of that agent is going: a run whose end could not record
+    them (the database was unreachable; it raised saying so) and that has not run since. The
+    agent's next run, or the same turn submitted again, records them. ``doctor`` asks, with
+    the threads it has listed already."""
+    saver = same_database_saver(store)
+    out: list[tuple[str, str, int]] = []
+    now = time.time()
+    try:
+        if thread_ids is None:
+            thread_ids = sorted(
+                {str(t.config["configurable"]["thread_id"]) for t in saver.list(None)}
+            )
+        for thread in thread_ids:
+            head = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+            agent_id = (head.metadata or {}).get("recall_agent") if head is not None else None
+            if head is None or agent_id is None:
+                continue  # written outside any agent's run: nobody records it
+            lease = store.lease(str(agent_id))
+            if lease is not None and lease.expires_at > now:
+                continue  # a run is going: its last messages are on their way
+            messages = messages_in(head.checkpoint["channel_values"].get(messages_key))
+            if not messages:
+                continue
+            ids = [str(m.id) for m in only_messages(with_stable_ids(messages, thread))]
+            missing = store._unrecorded(str(agent_id), ids)
+            if missing:
+                out.append((str(agent_id), thread, len(missing)))
+    finally:
+        close_same_database_saver(saver)
+    return out
+
+
 LINGER = 0.05
 """Seconds the recorder waits after a first message for more before writing, unless flushed
 or ``MAX_BATCH`` full. Nothing can be lost to it (nor to ``TurnBuffer``'s holding back): a crash
@@ -357,10 +397,11 @@ class Recorder:
     def failed(self, agent_id: str, exc: BaseException) -> None:
         """A write of the agent's turns failed: noted (``broken``), and said."""
         self.broken.add(agent_id)
-        # The checkpoint still holds these messages: the next run start records them.
+        # The checkpoint still holds these messages: the run's end records them again, in
+        # order, or raises saying it could not; else the agent's next run start does.
         warnings.warn(
-            f"could not record turns of agent {agent_id!r} ({exc}); the next run of "
-            "this agent records them from its checkpoint",
+            f"could not record turns of agent {agent_id!r} yet ({exc}); they are safe in its "
+            "checkpoint, and the run's end (or the agent's next run) records them",
             RuntimeWarning,
             stacklevel=2,
         )

@@ -46,7 +46,7 @@ from ._faults import fault_point
 from ._inputs import input_messages
 from ._lease import HeldLease, LeaseKeeper
 from ._plans import attempts_of, close_not_started
-from ._recording import Recorder, TurnBuffer, messages_in, only_messages, switch_thread
+from ._recording import Recorder, TurnBuffer, catch_up, messages_in, only_messages, switch_thread
 from ._turns import claim_turn, is_new_input, turn_id_of
 
 if TYPE_CHECKING:
@@ -179,40 +179,79 @@ def foreign_agent(thread_id: str, owner: str, agent_id: str) -> RecallError:
     )
 
 
+# Tries of a run's final write whose connection's session ended under it (a terminated
+# backend, a server restart): each retry takes a fresh connection (``_dberrors``).
+FINAL_WRITE_TRIES = 3
+
+
 class FinalWrite:
     """A run's last write, made by ``LeaseKeeper.release`` as it gives the lease back: the
     run's last messages are recorded in the same transaction (``store._end_run``), and only
     while the lease is still the run's: one commit where there were two, which is most of
-    what a short run (a chat turn) paid at its end."""
+    what a short run (a chat turn) paid at its end.
 
-    __slots__ = ("life", "run", "messages", "ran")
+    A write that fails because its session ended is tried again on a fresh connection: it is
+    one transaction, rolled back whole, and repeating it records nothing twice (recorded ids
+    are skipped; the release matches the holder and epoch). Failing still (the database
+    unreachable, its disk full), ``error`` holds why, for the run's end to raise: the
+    messages stay in the checkpoint, recorded by the agent's next run or a resubmission of
+    the same turn (``_turns``)."""
+
+    __slots__ = ("life", "run", "messages", "ran", "error")
 
     def __init__(self, life: RunLifecycle, run: Run, messages: list[BaseMessage]) -> None:
         self.life, self.run, self.messages, self.ran = life, run, messages, False
+        self.error: Exception | None = None
 
     def __call__(self, holder: str, epoch: int) -> None:
         self.ran = True
         life, run = self.life, self.run
         recorder = life.recorder
-        broken = run.agent_id in recorder.broken
-        if broken:
+        if run.agent_id in recorder.broken:
             # A write failed (a hand-over, or the catch-up): nothing was written after it, so
             # the whole last list, sent again, fills the gap in order (recorded ids skipped).
             self.messages = run.turns.whole_messages()
-        try:
-            ok = life.store._end_run(
-                run.agent_id, holder, epoch, self.messages, thread_id=run.thread_id
-            )
-        except Exception as exc:
-            # The checkpoints hold the messages; the lease must still go (else the next run
-            # waits out its ttl): on its own, and if that fails too, the keeper says so.
-            recorder.failed(run.agent_id, exc)
-            life.store.release_lease(run.agent_id, holder, epoch)
+        for tries_left in range(FINAL_WRITE_TRIES - 1, -1, -1):
+            try:
+                ok = life.store._end_run(
+                    run.agent_id, holder, epoch, self.messages, thread_id=run.thread_id
+                )
+            except Exception as exc:
+                self.error = exc
+                if tries_left and isinstance(exc, RecallError) and exc.details.get("session_lost"):
+                    continue
+                break
+            self.error = None
+            if ok:
+                # Every message of the run's last checkpoint is recorded now.
+                recorder.broken.discard(run.agent_id)
+                life.complete[run.agent_id] = (run.thread_id, run.head_id, epoch)
             return
-        if ok:
-            # Every message of the run's last checkpoint is recorded now.
-            recorder.broken.discard(run.agent_id)
-            life.complete[run.agent_id] = (run.thread_id, run.head_id, epoch)
+        # The checkpoints hold the messages: later writes of the agent's turns wait for the
+        # next run's catch-up, in order. The lease must still go (else the next run waits
+        # out its ttl): on its own, and if that fails too, the keeper warns that it expires.
+        recorder.broken.add(run.agent_id)
+        life.store.release_lease(run.agent_id, holder, epoch)
+
+    def unrecorded(self) -> RecallError | None:
+        """The error the run ends with when its last messages could not be recorded."""
+        err = self.error
+        if err is None:
+            return None
+        out = RecallError(
+            f"the run of agent {self.run.agent_id!r} on thread {self.run.thread_id!r} "
+            f"finished and its checkpoints are saved, but its last messages could not be "
+            f"recorded as turns: {err} The messages are safe in the checkpoint: the agent's "
+            "next run records them before its first step, and invoking the same turn again "
+            "(the same configurable turn_id, through RecallCheckpointer.invoke) records them "
+            "without running anything twice.",
+            code=err.code if isinstance(err, RecallError) else "database",
+            agent_id=self.run.agent_id,
+            thread_id=self.run.thread_id,
+            unrecorded=len(self.messages),
+        )
+        out.__cause__ = err
+        return out
 
 
 class RunLifecycle:
@@ -281,6 +320,7 @@ class RunLifecycle:
                     self.store, self.inner, agent_id=agent_id, thread_id=thread_id, turn_id=turn_id
                 )
                 if duplicate is not None:
+                    self._record_left(agent_id, lease.epoch, duplicate.details)
                     raise duplicate
             self._catch_up_previous_thread(agent_id, thread_id, lease.epoch)
             request = [] if loop is None else only_messages(input_messages(loop, self.messages_key))
@@ -306,6 +346,32 @@ class RunLifecycle:
                 stacklevel=4,
             )
         return run
+
+    def _record_left(self, agent_id: str, epoch: int, turn: dict[str, Any]) -> None:
+        """A turn submitted again: record what its thread's checkpoints hold and the agent's
+        turns lack (its run's end could not record them: the database was unreachable), so
+        the answer from the record comes with every message recorded. Nothing to do when
+        this process's last run of the agent ended at that very checkpoint with all of it
+        recorded, under this lease epoch."""
+        thread_id = turn["thread_id"]
+        if (
+            turn["at_head"]
+            and self.complete.get(agent_id) == (thread_id, turn["checkpoint_id"], epoch)
+            and agent_id not in self.recorder.broken
+        ):
+            return
+        self.recorder.flush(agent_id, timeout=max(30.0, self.keeper.ttl))
+        saved = self.inner.get_tuple(
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        )
+        messages = (
+            messages_in(saved.checkpoint["channel_values"].get(self.messages_key))
+            if saved
+            else None
+        )
+        if messages:
+            catch_up(self.store, agent_id, thread_id, messages)
+        self.recorder.broken.discard(agent_id)
 
     def _catch_up_previous_thread(self, agent_id: str, thread_id: str, epoch: int) -> None:
         """The agent moves to another thread: the thread it ran on before may hold messages a
@@ -418,6 +484,10 @@ class RunLifecycle:
             self.recorder.write_now(run.agent_id, run.thread_id, final.messages)
         if lost is not None:
             raise lost
+        unrecorded = final.unrecorded() if final is not None else None
+        if unrecorded is not None:
+            # Never a silent return with turns missing: invoke() raises, saying where they are.
+            raise unrecorded
 
     async def aend(self, run: Run) -> None:
         await asyncio.to_thread(self.end, run)

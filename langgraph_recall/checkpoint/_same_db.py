@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import RecallError
 from ..store._db import postgres_extra_missing
+from ..store._postgres import fresh_pool
 from ..store._wal import CountingLock
 from ._fence import PG_FENCE_LOCK, install_pg_fence, install_sqlite_fence
 
@@ -93,7 +94,7 @@ def same_database_saver(store: RecallStore) -> BaseCheckpointSaver:
     db: Any = store._db
     if db.dialect == "sqlite":
         return _sqlite_saver(db)
-    return _postgres_saver(db.dsn, db.configure)
+    return _postgres_saver(db.dsn, db.configure, db.timeout)
 
 
 def is_fenced(saver: Any) -> bool:
@@ -275,20 +276,24 @@ def _store_postgres_saver() -> type[Any]:
     return StorePostgresSaver
 
 
-def _postgres_saver(dsn: str, configure: Callable[[Any], None]) -> BaseCheckpointSaver:
+def _postgres_saver(
+    dsn: str, configure: Callable[[Any], None], timeout: float
+) -> BaseCheckpointSaver:
     try:
         from psycopg.rows import dict_row
-        from psycopg_pool import ConnectionPool
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise postgres_extra_missing() from exc
     # PostgresSaver holds its own lock around every cursor, so two connections are plenty: the
     # pool is here to replace a broken connection, not for parallelism.
-    pool: Any = ConnectionPool(
+    # The store's pool class: a connection the server ended is replaced at checkout.
+    pool: Any = fresh_pool()(
         dsn,
         min_size=1,
         max_size=2,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
         configure=configure,  # the store's session settings (its durability)
+        timeout=timeout,  # the store's wait for a connection, and its reconnecting
+        reconnect_timeout=timeout,
         open=True,
         name="langgraph-recall-checkpoints",
     )

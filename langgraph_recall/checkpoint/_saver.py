@@ -41,7 +41,7 @@ from .._errors import RecallError
 from .._process import Birth, not_picklable
 from ..store._due import EndRider
 from ._capabilities import variant
-from ._delegated import Delegated
+from ._delegated import Delegated, mapped
 from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
 from ._lease import LeaseKeeper, check_wait, new_holder_id
@@ -229,6 +229,7 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
 
     # --- lifecycle -------------------------------------------------------------------------
 
+    @mapped
     def setup(self) -> Any:
         """The inner saver's ``setup()`` (a coroutine for async savers), if it has one."""
         self._here()
@@ -275,6 +276,7 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
 
     # --- reads ----------------------------------------------------------------------------
 
+    @mapped
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The inner saver's ``get_tuple``; at a root run's start, takes the lease first."""
         self._usable()
@@ -296,6 +298,7 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
         runs.end_at_exit(loop, run)
         return saved
 
+    @mapped
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``."""
         self._usable()
@@ -328,7 +331,9 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         self._usable()
-        return self.inner.list(config, filter=filter, before=before, limit=limit)
+        return self._mapped_items(
+            self.inner.list(config, filter=filter, before=before, limit=limit)
+        )
 
     async def alist(
         self,
@@ -339,6 +344,16 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         self._usable()
+        async for item in self._amapped_items(self._alist(config, filter, before, limit)):
+            yield item
+
+    async def _alist(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> AsyncIterator[CheckpointTuple]:
         if "list" not in self._shared.sync_only:
             items = self.inner.alist(config, filter=filter, before=before, limit=limit)
             try:
@@ -360,6 +375,7 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
 
     # --- writes ---------------------------------------------------------------------------
 
+    @mapped
     def put(
         self,
         config: RunnableConfig,
@@ -390,6 +406,7 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
             self._finish_update(agent_id)
         return stored
 
+    @mapped
     async def aput(
         self,
         config: RunnableConfig,
@@ -428,6 +445,7 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
             await asyncio.to_thread(self._finish_update, agent_id)
         return stored
 
+    @mapped
     def put_writes(
         self,
         config: RunnableConfig,
@@ -447,6 +465,7 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
             raise err from exc
         fault_point("after_writes")
 
+    @mapped
     async def aput_writes(
         self,
         config: RunnableConfig,

@@ -263,27 +263,34 @@ class Database(ABC):
             return SCHEMA_VERSION
         try:
             return self._upgrade()
-        except RecallError:
-            raise
+        except RecallError as err:
+            # A driver's error is mapped where it leaves the transaction; PostgreSQL's is said
+            # as below. (SQLite's, a lock or a file it cannot write, already says what to do.)
+            if err.code != "database" or self.dialect != "postgres":
+                raise
+            raise self._cannot_upgrade(found, err.__cause__ or err) from err.__cause__
         except Exception as exc:
-            # The DDL of one transaction, rolled back whole: nothing changed. On PostgreSQL the
-            # usual cause is a role that uses the tables without owning them (creating a
-            # trigger, an index or a table takes the owner): say so, not psycopg's bare
-            # "permission denied" from inside open().
-            what = (
-                "create the langgraph-recall schema in"
-                if found is None
-                else f"upgrade the langgraph-recall schema from v{found} to v{SCHEMA_VERSION} in"
-            )
-            raise RecallError(
-                f"cannot {what} {self.target}: {str(exc).strip().splitlines()[0]}. Nothing was "
-                "changed. Open it once as the owner of its tables (on PostgreSQL, the role that "
-                "created them, or one with CREATE on the schema for a new store); after that, "
-                "every role granted their use can open it.",
-                code="database",
-                found=found,
-                supported=SCHEMA_VERSION,
-            ) from exc
+            raise self._cannot_upgrade(found, exc) from exc
+
+    def _cannot_upgrade(self, found: int | None, exc: BaseException) -> RecallError:
+        # The DDL of one transaction, rolled back whole: nothing changed. On PostgreSQL the
+        # usual cause is a role that uses the tables without owning them (creating a
+        # trigger, an index or a table takes the owner): say so, not psycopg's bare
+        # "permission denied" from inside open().
+        what = (
+            "create the langgraph-recall schema in"
+            if found is None
+            else f"upgrade the langgraph-recall schema from v{found} to v{SCHEMA_VERSION} in"
+        )
+        return RecallError(
+            f"cannot {what} {self.target}: {str(exc).strip().splitlines()[0]}. Nothing was "
+            "changed. Open it once as the owner of its tables (on PostgreSQL, the role that "
+            "created them, or one with CREATE on the schema for a new store); after that, "
+            "every role granted their use can open it.",
+            code="database",
+            found=found,
+            supported=SCHEMA_VERSION,
+        )
 
     def _upgrade(self) -> int:
         with self.tx(write=True) as tx:

@@ -3,12 +3,15 @@ and the learned read plans of ``_prefetch`` sent in one round trip."""
 
 from __future__ import annotations
 
+import functools
+import select
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from .._errors import RecallError
 from ._db import Database, Row, Tx, _cause, _redact, _scrub, postgres_extra_missing
+from ._dberrors import postgres_error
 from ._prefetch import MAX_PLANS, Learned, Plans, Read, Step, combined, split
 from ._schema import Dialect
 
@@ -30,9 +33,12 @@ class PostgresDatabase(Database):
         *,
         min_size: int = 1,
         max_size: int = 8,
+        timeout: float = 30.0,
         synchronous_commit: str | None = None,
     ) -> None:
         super().__init__()
+        # Seconds a call waits for a pooled connection (the server restarting, unreachable).
+        self.timeout = timeout
         # None: the server's own setting. "off": a commit returns once it is in the server's
         # memory (it survives any client process dying, not the server crashing).
         self.synchronous_commit = synchronous_commit
@@ -40,7 +46,6 @@ class PostgresDatabase(Database):
         self._combined: dict[tuple[tuple[str, int], ...], str] = {}  # a plan's shape -> its SQL
         try:
             import psycopg
-            from psycopg_pool import ConnectionPool
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise postgres_extra_missing() from exc
         self.target = _redact(dsn)
@@ -49,12 +54,17 @@ class PostgresDatabase(Database):
             # One direct connection first: a wrong DSN or a server that is down fails at once,
             # with the server's own message, instead of after the pool's retry loop.
             psycopg.connect(dsn, connect_timeout=10).close()
-            self.pool = ConnectionPool(
+            self.pool = fresh_pool()(
                 dsn,
                 min_size=min_size,
                 max_size=max_size,
                 kwargs={"autocommit": True},
                 configure=self.configure,
+                timeout=timeout,
+                # A pool that lost its server retries with a growing delay for this long, then
+                # starts again on demand: the first call after the server is back then waits
+                # for that delay (bounded by the timeout), not for minutes.
+                reconnect_timeout=timeout,
                 open=True,
                 name="langgraph-recall",
             )
@@ -127,21 +137,13 @@ class PostgresDatabase(Database):
                     _drop_results(conn, cur)
                 if learned is not None:
                     self.plans.put(learn, learned.made)
-        except psycopg.errors.IntegrityError:
-            raise
-        except psycopg.errors.RaiseException:
-            raise
-        except psycopg.DataError as exc:
-            raise RecallError(
-                f"PostgreSQL cannot store a value given: {exc}. Remove NUL characters and "
-                "out-of-range numbers from ids and keys.",
-                code="invalid_value",
-            ) from exc
-        except psycopg.OperationalError as exc:
-            raise RecallError(
-                f"PostgreSQL at {self.target} failed: {_scrub(str(exc), self.dsn)}",
-                code="database",
-            ) from _cause(exc, self.dsn)
+        except psycopg.Error as exc:
+            # Every driver error but a constraint's or a trigger's refusal leaves as a
+            # RecallError; the pool has dropped a connection whose session ended.
+            err = postgres_error(exc, self.target, self.dsn)
+            if err is None:
+                raise
+            raise err from err.__cause__
 
     def _prefetch(self, cur: Any, plan: list[Step]) -> dict[Read, list[list[Row]]]:
         """Run ``plan``'s reads as one statement; their rows by read (nothing, on any error)."""
@@ -182,6 +184,49 @@ class PostgresDatabase(Database):
     def close(self) -> None:
         self._closed = True
         self.pool.close()
+
+
+@functools.cache
+def fresh_pool() -> type[Any]:
+    """psycopg's ``ConnectionPool``, whose checkout never lends a connection the server ended.
+
+    A pooled connection idles between our transactions; when the server ends its session
+    (``pg_terminate_backend``, a restart, ``idle_session_timeout``) nothing tells the pool,
+    and the next transaction on it failed, then the next on the following idle one: after a
+    server restart each pooled connection failed one call of the process. The server says
+    goodbye before it closes (an error message, then end of file), so an idle connection
+    with something to read has been ended: checked at checkout with a zero-timeout poll of
+    its socket, a system call, not a round trip (psycopg_pool's own ``check`` is a query,
+    and a failed one sleeps a second before the next try). Such a connection is closed and
+    given back (the pool replaces it), and another is taken. The store's pool and the
+    same-database saver's are both this class. Made once, on first use: psycopg is optional.
+    """
+    from psycopg_pool import ConnectionPool
+
+    class FreshPool(ConnectionPool):
+        def getconn(self, timeout: float | None = None) -> Any:
+            for _ in range(self.max_size):
+                conn = super().getconn(timeout)
+                if not ended_by_server(conn):
+                    return conn
+                conn.close()
+                self.putconn(conn)
+            return super().getconn(timeout)
+
+    return FreshPool
+
+
+def ended_by_server(conn: Any) -> bool:
+    """Whether an idle connection's session was ended by the server (see ``fresh_pool``)."""
+    try:
+        fd = conn.pgconn.socket
+    except Exception:  # closed already
+        return True
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])  # pragma: no cover - Windows
 
 
 def _drop_results(conn: Any, cur: Any) -> None:

@@ -37,6 +37,12 @@ class RecordsAPI(StoreBase):
         with self._db.tx() as tx:
             return len(_transcript.recorded_ids(tx, agent_id, ids)) == len(set(ids))
 
+    def _unrecorded(self, agent_id: str, ids: Sequence[str]) -> list[str]:
+        """Which of ``ids`` are not recorded for the agent, in the order given (``doctor``)."""
+        with self._db.tx() as tx:
+            have = _transcript.recorded_ids(tx, agent_id, ids)
+        return [i for i in ids if i not in have]
+
     def turns(self, agent_id: str, last: int | None = None) -> list[Turn]:
         """The agent's turns, oldest first; ``last=N`` reads only the newest N (an index scan)."""
         with self._db.tx() as tx:

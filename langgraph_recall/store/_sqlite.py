@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from .._errors import RecallError, RecordsMissing
 from ._db import Database, Tx
+from ._dberrors import sqlite_error as _sqlite_error
 from ._schema import Dialect
 from ._wal import WalCheckpointer
 
@@ -329,40 +330,3 @@ def _raise_translated(exc: BaseException, path: str) -> None:
     """SQLite errors become RecallError; IntegrityError (a refused write) passes through."""
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError):
         raise _sqlite_error(exc, path) from exc
-
-
-def _sqlite_error(exc: sqlite3.DatabaseError, path: str) -> RecallError:
-    text = str(exc)
-    if "not a database" in text or "malformed" in text:
-        return RecallError(
-            f"{path} is not a readable SQLite database ({text}). Nothing was changed. Restore it "
-            "from a backup, or open a different path to start fresh.",
-            code="database",
-        )
-    if "locked" in text or "busy" in text:
-        return RecallError(
-            f"{path} stayed locked by another process for too long ({text}); retry, or raise "
-            "busy_timeout in RecallStore.open.",
-            code="database",
-        )
-    if "unable to open" in text or "readonly" in text:
-        return RecallError(
-            f"SQLite error on {path}: {text}. {_why_not_writable(path)}", code="database"
-        )
-    return RecallError(f"SQLite error on {path}: {text}", code="database")
-
-
-def _why_not_writable(path: str) -> str:
-    """What to do when SQLite cannot open or write ``path`` (its own message names no cause)."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        return "That path is a folder: give a file path inside it, such as its recall.db."
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return (
-            f"The folder {folder} is not writable by this process, and SQLite in WAL mode needs "
-            f"to create {os.path.basename(path)}-wal and -shm beside the file: open a path in a "
-            "writable folder, or make this one writable."
-        )
-    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
-        return "The file is not readable and writable by this process: check its permissions."
-    return "Check that the path is a file this process can create, read and write."

@@ -49,6 +49,7 @@ from ._db import (
     is_postgres_target,
     sqlite_path,
 )
+from ._dberrors import database_error
 from ._postgres import PostgresDatabase
 from ._records_api import RecordsAPI
 from ._secret import postgres_secret, postgres_secret_given, refuse_if_deleted, sqlite_secret
@@ -170,7 +171,9 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
                 Default: ``"process"`` on SQLite (the file lives with the one machine whose
                 processes it guards); on PostgreSQL the server's own ``synchronous_commit``
                 (normally on), because a shared server is what several machines rely on.
-            busy_timeout: seconds a SQLite write waits for another process's lock (default 30).
+            busy_timeout: seconds a SQLite write waits for another process's lock, and a
+                PostgreSQL call for a pooled connection while the server cannot be reached,
+                before it raises ``RecallError(code="database")`` (default 30).
             pool_size: the largest PostgreSQL connection pool (default 8).
 
         Raises:
@@ -199,6 +202,7 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
             db = PostgresDatabase(
                 text,
                 max_size=pool_size,
+                timeout=busy_timeout,
                 synchronous_commit={None: None, "process": "off", "power": "on"}[durability],
             )
             try:
@@ -533,6 +537,16 @@ class RecallStore(RecordsAPI, ActionsAPI, BaseStore):
         if not messages:
             return self.release_lease(agent_id, holder, epoch)
         return self._record(agent_id, list(messages), thread_id, (holder, epoch)) >= 0
+
+    def _database_error(self, exc: BaseException, own: bool) -> BaseException:
+        """What a checkpoint saver's ``exc`` crosses langgraph-recall's API as: a driver's
+        error becomes ``RecallError(code="database")`` (``_dberrors``), anything else stays.
+        ``own``: the saver is on this store's database (``store.checkpointer()``)."""
+        if own:
+            err = database_error(exc, self._db.target, getattr(self._db, "dsn", ""))
+        else:
+            err = database_error(exc, "the checkpoint saver's database")
+        return exc if err is None else err
 
     def _record(
         self,
