@@ -18,6 +18,7 @@ from langchain_core.messages import HumanMessage
 from langgraph_recall import RecallError
 from langgraph_recall._errors import RecordsMissing
 from langgraph_recall.store import RecallStore, _db
+from langgraph_recall.store._actions import Intent, planned_insert
 from langgraph_recall.store._codec import dumps_typed
 from langgraph_recall.store._schema import (
     APPEND_ONLY_TABLES,
@@ -401,7 +402,7 @@ def test_an_upgrade_the_role_may_not_make_is_refused_clearly_and_changes_nothing
             RecallStore.open(as_role)
         assert err.value.code == "database"
         says = str(err.value)
-        assert "v7 to v8" in says and "owner" in says, says
+        assert f"v7 to v{SCHEMA_VERSION}" in says and "owner" in says, says
         with RecallStore.open(pg_dsn) as s:  # the owner upgrades it; nothing was lost
             assert [t.message.content for t in s.turns("ag")] == ["kept"]
             assert _meta(s, "schema_version") == str(SCHEMA_VERSION)
@@ -441,6 +442,64 @@ def test_an_actions_end_is_set_once_and_nothing_else_changes(store: RecallStore)
     assert store.end("act-1", 1, "failed", error="E: x") is True
     assert store.end("act-1", 1, "done", result="late") is False
     assert (store.action("act-1").status, store.action("act-1").error) == ("failed", "E: x")
+
+
+def _plan(store: RecallStore, action_id: str) -> None:
+    """Attempt 1 of ``action_id`` written ahead, as a checkpoint's transaction writes it."""
+    intent = Intent("ag", action_id, "t", "external", {"n": 1}, "d", action_id, "th", None)
+    planned = planned_insert(store._db.sql, store._db.dialect, intent)
+    with store._db.tx(write=True) as tx:
+        tx.run(planned.sql, planned.params)
+
+
+def test_a_planned_attempts_start_mark_is_set_once_and_nothing_else_with_it(
+    store: RecallStore,
+) -> None:
+    """The start mark: set once, on an open planned attempt, changing nothing else."""
+    _plan(store, "p-1")
+    assert not store.action("p-1").started
+    refused = [
+        # the mark with anything else of the row, or an end column without an outcome
+        "UPDATE recall_actions SET started_at = 1, tool = 'other' WHERE action_id = 'p-1'",
+        "UPDATE recall_actions SET started_at = 1, note = 'n' WHERE action_id = 'p-1'",
+        "UPDATE recall_actions SET planned = NULL WHERE action_id = 'p-1'",
+    ]
+    for sql in refused:
+        with pytest.raises(Exception, match="append-only"):
+            with store._db.tx(write=True) as tx:
+                tx.run(sql)
+    assert store.start("p-1", 1) is True
+    assert store.start("p-1", 1) is False  # once: a second claimer may not run it
+    assert store.action("p-1").started and store.action("p-1").in_doubt
+    for sql in [
+        "UPDATE recall_actions SET started_at = NULL WHERE action_id = 'p-1'",
+        "UPDATE recall_actions SET started_at = 2 WHERE action_id = 'p-1'",
+        # an end may not move the mark
+        "UPDATE recall_actions SET outcome = 'done', started_at = 3 WHERE action_id = 'p-1'",
+    ]:
+        with pytest.raises(Exception, match="append-only"):
+            with store._db.tx(write=True) as tx:
+                tx.run(sql)
+    assert store.end("p-1", 1, "done", result="ok") is True
+    _plan(store, "p-2")
+    assert store.end("p-2", 1, "not_done") is True
+    assert store.start("p-2", 1) is False  # closed before it started: never runs
+    assert store.action("p-2").status == "not_done"
+
+
+def test_a_claim_takes_a_planned_attempt_that_never_started(store: RecallStore) -> None:
+    """A claim in a new process finds the planned, unstarted attempt: it is not in doubt, and
+    the claim starts that very attempt (once: a second claimer finds it in doubt)."""
+    _plan(store, "p-3")
+    first = store.claim("ag", "p-3", tool="t", args={"n": 1}, args_digest="d")
+    assert (first.status, first.action.attempt, first.action.started) == ("claimed", 1, True)
+    again = store.claim("ag", "p-3", tool="t", args={"n": 1}, args_digest="d")
+    assert again.status == "in_doubt"
+    # Planned for other arguments: closed unused, and the claim takes the next attempt.
+    _plan(store, "p-4")
+    other = store.claim("ag", "p-4", tool="t", args={"n": 2}, args_digest="e")
+    assert (other.status, other.action.attempt) == ("claimed", 2)
+    assert [a.status for a in store.actions("ag") if a.action_id == "p-4"] == ["open"]
 
 
 def test_sweeping_and_item_deletes_do_not_touch_journals(store: RecallStore) -> None:
