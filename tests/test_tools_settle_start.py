@@ -22,7 +22,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_recall import RecallStore
-from langgraph_recall.store._actions import NOT_STARTED
+from langgraph_recall.store._actions import NOT_STARTED, Intent, planned_insert
 from langgraph_recall.tools import ActionEnd, DurableToolNode, IdempotencyKey
 
 # The first task: two sends, then an answer. A later task on another thread: ``LATER``.
@@ -252,3 +252,35 @@ def test_an_idempotent_call_in_doubt_is_rerun_under_its_key_on_a_new_thread(
         assert (done.status, done.attempt) == ("done", 1)
         assert "sent to u1" in json.dumps(done.result, default=str)
     assert not os.path.exists(str(tmp_path / "unused"))
+
+
+async def test_an_async_run_settles_at_its_start_with_an_async_resolver(
+    store: RecallStore, saver: Any, tmp_path: Any
+) -> None:
+    # Left by an earlier run of agent "a": a call planned and never started, and one started
+    # and in doubt. An ainvoke on a new thread settles both before its first node.
+    effects = str(tmp_path / "effects")
+    intent = Intent("a", "never-began", "send", "external", {"to": "u1"}, "d1", "k1", "t0", None)
+    planned = planned_insert(store._db.sql, store._db.dialect, intent)
+    with store._db.tx(write=True) as tx:
+        tx.run(planned.sql, planned.params)
+    store.claim("a", "in-doubt", tool="send", args={"to": "u2"}, args_digest="d2", thread_id="t0")
+    asked: list[str] = []
+
+    async def resolver(action: Any) -> ActionEnd:
+        asked.append(action.action_id)
+        return ActionEnd("done", result="seen in the mail log")
+
+    node = DurableToolNode([_send_tool(effects)], classes={"send": "external"}, resolver=resolver)
+    graph = build_graph(node, [reply("nothing left")], store=store, checkpointer=saver)
+    config = {"configurable": {"thread_id": "t-new", "agent_id": "a"}}
+    await graph.ainvoke({"messages": [HumanMessage("go")]}, config)
+    assert asked == ["in-doubt"]  # the one never started is nothing to ask about
+    never, doubt = store.action("never-began"), store.action("in-doubt")
+    assert (never.status, never.resolved_by) == ("not_done", NOT_STARTED)
+    assert (doubt.status, doubt.resolved_by, doubt.result) == (
+        "done",
+        "resolver",
+        "seen in the mail log",
+    )
+    assert read_effects(effects, "send") == []
