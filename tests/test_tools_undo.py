@@ -16,6 +16,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_recall import ActionEnd, InDoubt, LeaseHeld, LeaseLost, RecallError, RecallStore
+from langgraph_recall.store._actions import Intent, planned_insert
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
 from langgraph_recall.tools._canonical import action_key, args_digest
 from langgraph_recall.tools._undo import undo_action_id
@@ -96,6 +97,22 @@ def test_undo_stops_at_an_action_in_doubt(store, saver) -> None:
     store.claim("doubt", stuck, tool="charge", args=args, args_digest=args_digest("charge", args))
     report = store.undo("doubt")
     assert refunds == [] and report.undone == [] and report.stopped_at == stuck
+
+
+def test_undo_walks_past_a_planned_call_that_never_started(store, saver) -> None:
+    refunds: list[Any] = []
+    _charging_agent(store, saver, "planned", refunds)
+    # A later charge planned with its AI message, its tool never begun: nothing to reverse,
+    # and nothing unknown after it, so the walk goes on.
+    args = {"amount": Decimal("9"), "customer": "c9"}
+    digest = args_digest("charge", args)
+    key = action_key("planned", "x", "y", "charge")
+    intent = Intent("planned", key, "charge", "external", args, digest, key, "planned", None)
+    planned = planned_insert(store._db.sql, store._db.dialect, intent)
+    with store._db.tx(write=True) as tx:
+        tx.run(planned.sql, planned.params)
+    report = store.undo("planned")
+    assert len(refunds) == 3 and report.stopped_at is None
 
 
 def test_a_failed_undo_is_reported_and_not_retried(store, saver) -> None:
