@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
+from fix_store import write_planned
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -22,7 +23,6 @@ from langgraph_recall._errors import RecallError
 from langgraph_recall._hooks import with_briefing
 from langgraph_recall._render import call_text
 from langgraph_recall.store import RecallStore, _transcript
-from langgraph_recall.store._actions import Intent, planned_insert
 
 
 def _call(name: str, cid: str, **args: object) -> dict[str, object]:
@@ -95,12 +95,7 @@ def test_sections_come_in_priority_order_with_in_doubt_external_calls_first(
 def test_a_planned_call_that_never_started_is_not_counted_in_doubt(store: RecallStore) -> None:
     # Written ahead with its AI message, its tool never began: listed as not started yet,
     # neither in the calls in doubt nor in the header's count of them.
-    intent = Intent(
-        "ag", "p-1", "issue_refund", "external", {"order": "O-1"}, "d", "p-1", "t", None
-    )
-    planned = planned_insert(store._db.sql, store._db.dialect, intent)
-    with store._db.tx(write=True) as tx:
-        tx.run(planned.sql, planned.params)
+    write_planned(store, "ag", "p-1", "issue_refund", {"order": "O-1"})
     text = build_briefing(store, "ag").text
     assert "in doubt" not in text.split("\n")[1]
     assert DOUBT_TITLE not in text

@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fix_store import write_planned
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langgraph_recall import RecallError
 from langgraph_recall.cli import main
 from langgraph_recall.store import RecallStore
-from langgraph_recall.store._actions import Intent, planned_insert
 from langgraph_recall.tools._canonical import args_digest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -401,12 +401,7 @@ def test_a_planned_call_never_started_is_open_but_not_in_doubt(
 ) -> None:
     # Written ahead with its AI message's checkpoint, its tool never began: listed as open,
     # not started; verify and doctor count only the charge in doubt.
-    intent = Intent(
-        "billing", "a9-plan", "charge", "external", {"order": "9"}, "d9", "a9", "t", None
-    )
-    planned = planned_insert(store._db.sql, store._db.dialect, intent)
-    with store._db.tx(write=True) as tx:
-        tx.run(planned.sql, planned.params)
+    write_planned(store, "billing", "a9-plan", "charge", {"order": "9"})
     code, out, _ = cli(capsys, "--db", filled["db"], "actions", "billing", "--open")
     assert [(r[0], r[1]) for r in parse_table(out, "action")] == [
         ("a2-charge", "open, in doubt"),

@@ -13,12 +13,12 @@ import threading
 from typing import Any
 
 import pytest
+from fix_store import write_planned
 from langchain_core.messages import HumanMessage
 
 from langgraph_recall import RecallError
 from langgraph_recall._errors import RecordsMissing
 from langgraph_recall.store import RecallStore, _db
-from langgraph_recall.store._actions import Intent, planned_insert
 from langgraph_recall.store._codec import dumps_typed
 from langgraph_recall.store._schema import (
     APPEND_ONLY_TABLES,
@@ -445,11 +445,7 @@ def test_an_actions_end_is_set_once_and_nothing_else_changes(store: RecallStore)
 
 
 def _plan(store: RecallStore, action_id: str) -> None:
-    """Attempt 1 of ``action_id`` written ahead, as a checkpoint's transaction writes it."""
-    intent = Intent("ag", action_id, "t", "external", {"n": 1}, "d", action_id, "th", None)
-    planned = planned_insert(store._db.sql, store._db.dialect, intent)
-    with store._db.tx(write=True) as tx:
-        tx.run(planned.sql, planned.params)
+    write_planned(store, "ag", action_id, "t", {"n": 1})
 
 
 def test_a_planned_attempts_start_mark_is_set_once_and_nothing_else_with_it(

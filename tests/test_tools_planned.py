@@ -15,7 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fix_tools import build_graph, call, read_effects, record_effect, reply, run_to_end, spawn
+from fix_tools import (
+    build_graph,
+    call,
+    read_effects,
+    record_effect,
+    reply,
+    run_faulted,
+    run_to_end,
+)
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
@@ -373,8 +381,9 @@ def run_worker(
     layout: str = "node",
 ) -> int | None:
     """``planned_worker`` in a fresh interpreter, with ``faults`` armed there; its exit code."""
-    monkeypatch.setenv("LANGGRAPH_RECALL_FAULTS", faults)
-    worker = spawn(
+    return run_faulted(
+        monkeypatch,
+        faults,
         "test_tools_planned:planned_worker",
         target=target,
         agent_id=agent_id,
@@ -382,7 +391,6 @@ def run_worker(
         klass=klass,
         layout=layout,
     )
-    return worker.wait(120)
 
 
 @pytest.mark.parametrize(

@@ -13,16 +13,16 @@ with real processes killed by SIGKILL at named fault points, on SQLite and Postg
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import pytest
-from fix_tools import build_graph, call, read_effects, record_effect, reply, spawn
+from fix_store import write_planned
+from fix_tools import build_graph, call, read_effects, record_effect, reply, run_faulted
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_recall import RecallStore
-from langgraph_recall.store._actions import NOT_STARTED, Intent, planned_insert
+from langgraph_recall.store._actions import NOT_STARTED
 from langgraph_recall.tools import ActionEnd, DurableToolNode, IdempotencyKey
 
 # The first task: two sends, then an answer. A later task on another thread: ``LATER``.
@@ -104,8 +104,9 @@ def run(
     message: str = "go",
     faults: str = "",
 ) -> int | None:
-    monkeypatch.setenv("LANGGRAPH_RECALL_FAULTS", faults)
-    worker = spawn(
+    return run_faulted(
+        monkeypatch,
+        faults,
         "test_tools_settle_start:settle_worker",
         target=target,
         thread=thread,
@@ -115,7 +116,6 @@ def run(
         script=script,
         message=message,
     )
-    return worker.wait(120)
 
 
 def _sent(effects: str) -> list[str]:
@@ -126,7 +126,17 @@ def _asked(effects: str) -> list[str]:
     return [e["action"] for e in read_effects(effects, "asked")]
 
 
-def _the_u1_call(target: str) -> Any:
+def _killed_at(
+    monkeypatch: pytest.MonkeyPatch,
+    target: str,
+    effects: str,
+    layout: str,
+    faults: str,
+    klass: str = "external",
+) -> Any:
+    """The first task on thread "t1", SIGKILLed where ``faults`` say (at u1's call): that call."""
+    code = run(monkeypatch, target, effects, thread="t1", layout=layout, klass=klass, faults=faults)
+    assert code == -9
     with RecallStore.open(target) as store:
         (found,) = [a for a in store.actions("a") if a.args.get("to") == "u1"][:1]
         return found
@@ -140,11 +150,8 @@ def test_a_call_killed_before_its_start_mark_is_closed_on_a_new_thread(
     store_target: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
     effects = str(tmp_path / "effects")
-    code = run(
-        monkeypatch, store_target, effects, thread="t1", layout=layout, faults="before_start=2:kill"
-    )
-    assert code == -9 and _sent(effects) == ["u0"]
-    planned = _the_u1_call(store_target)
+    planned = _killed_at(monkeypatch, store_target, effects, layout, "before_start=2:kill")
+    assert _sent(effects) == ["u0"]
     assert (planned.status, planned.started) == ("open", False)
     # A new thread of the agent: its run start closes the call as never started (the model
     # sees it may call again), and the new call, under a new key, runs once.
@@ -163,11 +170,7 @@ def test_a_call_killed_before_its_start_mark_runs_once_on_the_same_threads_resum
     store_target: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
     effects = str(tmp_path / "effects")
-    code = run(
-        monkeypatch, store_target, effects, thread="t1", layout=layout, faults="before_start=2:kill"
-    )
-    assert code == -9
-    planned = _the_u1_call(store_target)
+    planned = _killed_at(monkeypatch, store_target, effects, layout, "before_start=2:kill")
     # invoke(None): the run-start settle leaves the call to the pending tool task, which runs
     # it once, as the very attempt its intent was written as.
     assert run(monkeypatch, store_target, effects, thread="t1", layout=layout, message="") == 0
@@ -187,11 +190,8 @@ def test_the_resolver_is_asked_at_the_start_of_the_next_run(
     # agent, on a new thread or with a new user message on the same one (LangGraph drops the
     # pending tool task then), asks the resolver before its first model call.
     effects = str(tmp_path / "effects")
-    code = run(
-        monkeypatch, store_target, effects, thread="t1", layout=layout, faults="tool_ran=2:kill"
-    )
-    assert code == -9 and _sent(effects) == ["u0", "u1"]
-    doubt = _the_u1_call(store_target)
+    doubt = _killed_at(monkeypatch, store_target, effects, layout, "tool_ran=2:kill")
+    assert _sent(effects) == ["u0", "u1"]
     assert doubt.in_doubt
     thread, message = ("t2", "go") if where == "new_thread" else ("t1", "continue")
     assert (
@@ -220,17 +220,10 @@ def test_an_idempotent_call_in_doubt_is_rerun_under_its_key_on_a_new_thread(
     store_target: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
     effects = str(tmp_path / "effects")
-    code = run(
-        monkeypatch,
-        store_target,
-        effects,
-        thread="t1",
-        layout=layout,
-        klass="idempotent",
-        faults="after_start=2:kill",
+    doubt = _killed_at(
+        monkeypatch, store_target, effects, layout, "after_start=2:kill", klass="idempotent"
     )
-    assert code == -9 and _sent(effects) == ["u0"]
-    doubt = _the_u1_call(store_target)
+    assert _sent(effects) == ["u0"]
     assert doubt.in_doubt
     assert (
         run(
@@ -251,7 +244,6 @@ def test_an_idempotent_call_in_doubt_is_rerun_under_its_key_on_a_new_thread(
         done = store.action(doubt.action_id)
         assert (done.status, done.attempt) == ("done", 1)
         assert "sent to u1" in json.dumps(done.result, default=str)
-    assert not os.path.exists(str(tmp_path / "unused"))
 
 
 async def test_an_async_run_settles_at_its_start_with_an_async_resolver(
@@ -260,10 +252,7 @@ async def test_an_async_run_settles_at_its_start_with_an_async_resolver(
     # Left by an earlier run of agent "a": a call planned and never started, and one started
     # and in doubt. An ainvoke on a new thread settles both before its first node.
     effects = str(tmp_path / "effects")
-    intent = Intent("a", "never-began", "send", "external", {"to": "u1"}, "d1", "k1", "t0", None)
-    planned = planned_insert(store._db.sql, store._db.dialect, intent)
-    with store._db.tx(write=True) as tx:
-        tx.run(planned.sql, planned.params)
+    write_planned(store, "a", "never-began", "send", {"to": "u1"})
     store.claim("a", "in-doubt", tool="send", args={"to": "u2"}, args_digest="d2", thread_id="t0")
     asked: list[str] = []
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fix_store import write_planned
 from fix_tools import build_graph, call, reply
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
 from langgraph_recall import ActionEnd, InDoubt, LeaseHeld, LeaseLost, RecallError, RecallStore
-from langgraph_recall.store._actions import Intent, planned_insert
 from langgraph_recall.tools import DurableToolNode, IdempotencyKey
 from langgraph_recall.tools._canonical import action_key, args_digest
 from langgraph_recall.tools._undo import undo_action_id
@@ -107,10 +107,7 @@ def test_undo_walks_past_a_planned_call_that_never_started(store, saver) -> None
     args = {"amount": Decimal("9"), "customer": "c9"}
     digest = args_digest("charge", args)
     key = action_key("planned", "x", "y", "charge")
-    intent = Intent("planned", key, "charge", "external", args, digest, key, "planned", None)
-    planned = planned_insert(store._db.sql, store._db.dialect, intent)
-    with store._db.tx(write=True) as tx:
-        tx.run(planned.sql, planned.params)
+    write_planned(store, "planned", key, "charge", args, digest)
     report = store.undo("planned")
     assert len(refunds) == 3 and report.stopped_at is None
 

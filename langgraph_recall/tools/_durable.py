@@ -395,14 +395,7 @@ class DurableTools(ToolSet):
                         },
                     )
                 except Exception as exc:  # the database: nothing may run without an intent
-                    log.warning("could not record the intent of %s: %s", name, exc)
-                    return refused_message(
-                        call,
-                        action_id,
-                        "database",
-                        f"its intent could not be recorded ({type(exc).__name__}: {exc}), so "
-                        "nothing ran. Try again later.",
-                    )
+                    return _not_recorded(call, action_id, "intent", exc)
             if isinstance(claimed, ApprovalDenied):
                 message = verdict.decision.message if verdict is not None else None
                 return rejected_message(call, action_id, message)
@@ -429,14 +422,7 @@ class DurableTools(ToolSet):
                         {"relaxed": klass == "idempotent"},
                     )
                 except Exception as exc:  # the database: nothing may run without its mark
-                    log.warning("could not mark %s started: %s", name, exc)
-                    return refused_message(
-                        call,
-                        action_id,
-                        "database",
-                        f"its start could not be recorded ({type(exc).__name__}: {exc}), so "
-                        "nothing ran. Try again later.",
-                    )
+                    return _not_recorded(call, action_id, "start", exc)
                 fault_point("after_start")
                 if not marked:  # taken or closed meanwhile: claim again, from the records
                     continue
@@ -693,6 +679,19 @@ class DurableTools(ToolSet):
             for call in message.tool_calls
             if only is None or call.get("id") in only
         }
+
+
+def _not_recorded(call: dict[str, Any], action_id: str, what: str, exc: Exception) -> ToolMessage:
+    """The model's answer when the call's intent or start mark could not be written: nothing
+    ran, and nothing may run unrecorded."""
+    log.warning("could not record the %s of %s: %s", what, call["name"], exc)
+    return refused_message(
+        call,
+        action_id,
+        "database",
+        f"its {what} could not be recorded ({type(exc).__name__}: {exc}), so nothing ran. "
+        "Try again later.",
+    )
 
 
 def _refused_inside(
