@@ -464,8 +464,8 @@ def test_a_planned_attempts_start_mark_is_set_once_and_nothing_else_with_it(
         with pytest.raises(Exception, match="append-only"):
             with store._db.tx(write=True) as tx:
                 tx.run(sql)
-    assert store.start("p-1", 1) is True
-    assert store.start("p-1", 1) is False  # once: a second claimer may not run it
+    assert store.mark_started("p-1", 1) is True
+    assert store.mark_started("p-1", 1) is False  # once: a second claimer may not run it
     assert store.action("p-1").started and store.action("p-1").in_doubt
     for sql in [
         "UPDATE recall_actions SET started_at = NULL WHERE action_id = 'p-1'",
@@ -479,7 +479,7 @@ def test_a_planned_attempts_start_mark_is_set_once_and_nothing_else_with_it(
     assert store.end("p-1", 1, "done", result="ok") is True
     _plan(store, "p-2")
     assert store.end("p-2", 1, "not_done") is True
-    assert store.start("p-2", 1) is False  # closed before it started: never runs
+    assert store.mark_started("p-2", 1) is False  # closed before it started: never runs
     assert store.action("p-2").status == "not_done"
 
 

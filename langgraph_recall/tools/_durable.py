@@ -417,7 +417,7 @@ class DurableTools(ToolSet):
                 fault_point("before_start")
                 try:
                     marked = yield Io(
-                        store.start,
+                        store.mark_started,
                         (action.action_id, action.attempt),
                         {"relaxed": klass == "idempotent"},
                     )
