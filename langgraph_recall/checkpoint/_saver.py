@@ -515,13 +515,27 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
         discards it), so then nothing is left to it; a resume (None, a Command) runs it."""
         resuming = loop is None or not is_new_input(loop.input)
         checkpoint = saved.checkpoint if saved is not None and resuming else None
-        return self._shared.plans.settlers(run.planners, checkpoint)
+        return [
+            (planner, pending)
+            for planner, pending in self._shared.plans.settlers(run.planners, checkpoint)
+            if self._records_of(planner)
+        ]
+
+    def _records_of(self, planner: Planner) -> bool:
+        """Whether ``planner`` records its calls in this checkpointer's store (a middleware
+        given ``store=`` another store settles them itself, in ``before_agent``)."""
+        own = getattr(planner, "store", None)
+        return own is None or own is self.store
 
     def settled_at_start(self, agent_id: str, planner: Planner) -> bool:
         """Whether the run of ``agent_id`` going on here settled ``planner``'s calls at its
         start (it found it in the run's graph): ``RecallMiddleware`` then need not again."""
         run = self._shared.runs.run_of(agent_id)
-        return run is not None and any(p is planner for p in run.planners.values())
+        return (
+            run is not None
+            and self._records_of(planner)
+            and any(p is planner for p in run.planners.values())
+        )
 
     def plan_ahead(self, node: str, planner: Planner, agent_id: str | None = None) -> None:
         """Let ``planner`` (a durable tool node named ``node`` in the graph of ``agent_id``'s
