@@ -43,6 +43,7 @@ from ._briefing_lines import (
     DOUBT_TITLE,
     ITEM_CHARS,
     MIN_PIECE,
+    NOT_STARTED_TITLE,
     RECALL_TOOL_NAMES,
     Meter,
     Section,
@@ -53,6 +54,7 @@ from ._briefing_lines import (
     fair_shares,
     latest_human,
     memory_line,
+    not_started_line,
     state_lines,
 )
 from ._briefing_turns import TurnReader, place_turns
@@ -211,14 +213,18 @@ def _build(
 
     # Everything but the turns is small and read whole; the turns are paged below.
     state = store.working_state(agent_id)
+    open_now = [
+        a
+        for a in store.actions(agent_id, open_only=True)
+        if (a.action_id, a.attempt) not in finished
+    ]
+    # In doubt: open and started. A call planned with its AI message whose tool never began is
+    # not: it runs once when its tool step runs (or a run-start settle closes it).
     open_actions = sorted(
-        (
-            a
-            for a in store.actions(agent_id, open_only=True)
-            if (a.action_id, a.attempt) not in finished
-        ),
+        (a for a in open_now if a.started),
         key=lambda a: (a.klass == "idempotent", a.created_at, a.action_id),
     )
+    not_started = [a for a in open_now if not a.started]
     approvals = store.pending_approvals(agent_id)
     pointers = store.pointers(agent_id)
 
@@ -236,6 +242,9 @@ def _build(
     # Fill in priority order: each section takes what fits of what is left.
     if open_actions:
         placed.append(_place_doubts(meter, open_actions, token_budget, refuse))
+    if not_started:
+        lines = [(2, not_started_line(a)) for a in not_started]
+        _place(meter, placed, Section("not_started", NOT_STARTED_TITLE, lines))
     if approvals:
         tools = {p.action_id: _tool_of(store, p.action_id) for p in approvals}
         lines = [(2, approval_line(p, tools[p.action_id])) for p in approvals]

@@ -179,6 +179,17 @@ DOUBT_TITLE = (
     "again; check whether they took effect, or ask an operator to run "
     "`langgraph-recall resolve ACTION --done` (or `--not-done`)"
 )
+NOT_STARTED_TITLE = (
+    "## Planned calls, not started yet (never began: each runs once when its tool step runs; "
+    "do not call them again while that step is pending)"
+)
+
+
+def not_started_line(a: Action) -> str:
+    """The line of a call written ahead with its AI message whose tool never began."""
+    return f"- {cut(a.call_text(), ITEM_CHARS - 60)} -> not started yet [action {short_id(a.action_id)}]"
+
+
 APPROVAL_TITLE = (
     "## Waiting for a person's approval (do not call these again; each runs once approved)"
 )

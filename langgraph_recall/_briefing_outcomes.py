@@ -31,6 +31,11 @@ AGAIN = ": call it again if it is still needed"
 IN_DOUBT = " -> in doubt: do not call it again; it is settled by a resolver or a person"
 IN_DOUBT_IDEMPOTENT = " -> in doubt: do not call it again; it is re-run under its own key on resume"
 WAITING = " -> waiting for approval"
+# Planned with its AI message, its tool never began (no start mark): not in doubt.
+NOT_STARTED_YET = (
+    " -> not started yet: it runs once when its tool step runs (on another thread it is "
+    "closed as never started)"
+)
 MISMATCH = " -> refused (approval for other arguments)"
 
 #: turn seq -> tool call id -> the outcome text that follows that call's text.
@@ -100,6 +105,8 @@ def outcome_text(record: CallRecord | None, answer: Mapping[str, Any] | None) ->
 
 
 def _action_outcome(action: Action, answered: bool) -> str:
+    if action.status == "open" and not action.started:
+        return NOT_STARTED_YET
     if action.status == "open":
         return IN_DOUBT_IDEMPOTENT if action.klass == "idempotent" else IN_DOUBT
     by = _resolved_by(action)

@@ -79,9 +79,16 @@ def agent_findings(store: RecallStore) -> list[str]:
                 "the process died or froze mid-run; resume the agent with invoke(None, config) "
                 "on its thread"
             )
-        if agent.open_actions:
+        # Open and started: a call planned with its AI message and never started is not in
+        # doubt (the agent's next run runs it once or closes it).
+        doubts = (
+            sum(a.started for a in store.actions(agent.agent_id, open_only=True))
+            if agent.open_actions
+            else 0
+        )
+        if doubts:
             out.append(
-                f"agent {agent.agent_id!r}: {agent.open_actions} call(s) in doubt; see "
+                f"agent {agent.agent_id!r}: {doubts} call(s) in doubt; see "
                 f"`langgraph-recall actions {shlex.quote(agent.agent_id)} --open`, then `resolve` them"
             )
     return out

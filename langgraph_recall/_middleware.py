@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from ._briefing import RECALL_TOOL_NAMES, build_briefing, is_briefing_message
-from ._context import agent_id_of, store_of, thread_id_of
+from ._context import agent_id_of, checkpointer_of, store_of, thread_id_of
 from ._errors import RecallError
 from ._hooks import (
     _checkpointer_records,
@@ -113,6 +113,10 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             self.classes, self.approve, resolver, self.undo, messages_key
         )
         self._durable.store = store
+        # What ``store.checkpointer()`` finds in the agent's graph at a run's start (through
+        # this middleware's hook nodes): it plans the calls of create_agent's tool node with
+        # it, and settles the agent's open calls with it before the run's first node.
+        self.recall_planner = self._durable
 
     # --- where the records are ------------------------------------------------------------
 
@@ -128,17 +132,22 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     # --- once per run -----------------------------------------------------------------------
 
     def before_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Settle calls left in doubt by an earlier crash, before the model sees anything."""
-        if self._durable is not None:
-            store, agent, _, _ = self._where(runtime)
+        """Settle calls left open by an earlier crash, before the model sees anything (unless
+        the checkpointer settled them at this run's start, as ``store.checkpointer()`` does)."""
+        store, agent, _, config = self._where(runtime)
+        if not self._settled_at_start(agent, config):
             self._durable.settle(store, agent)
         return None
 
     async def abefore_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        if self._durable is not None:
-            store, agent, _, _ = self._where(runtime)
+        store, agent, _, config = self._where(runtime)
+        if not self._settled_at_start(agent, config):
             await self._durable.asettle(store, agent)
         return None
+
+    def _settled_at_start(self, agent: str, config: Any) -> bool:
+        settled = getattr(checkpointer_of(config or {}), "settled_at_start", None)
+        return settled is not None and settled(agent, self._durable) is True
 
     def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record what the run added after its last model call (results of a last tool step)."""

@@ -22,6 +22,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from langgraph_recall.store import RecallStore
+from langgraph_recall.store._actions import Intent, planned_insert
 from langgraph_recall.store._db import Tx
 
 # --- a deterministic embedding ---------------------------------------------------------------
@@ -269,3 +270,23 @@ def ok_results(results: list[tuple[str, Any]]) -> list[Any]:
         if status != "ok":
             raise AssertionError("a worker process failed:\n" + value[1])
     return [value for _, value in results]
+
+
+# --- a durable call written ahead -------------------------------------------------------------
+
+
+def write_planned(
+    store: RecallStore,
+    agent_id: str,
+    action_id: str,
+    tool: str,
+    args: Any,
+    digest: str = "d",
+    klass: str = "external",
+) -> None:
+    """Attempt 1 of ``action_id`` written ahead, as the transaction of the checkpoint holding
+    its AI message writes it (``checkpoint._plans``): open, planned, not started."""
+    intent = Intent(agent_id, action_id, tool, klass, args, digest, action_id, "t", None)
+    planned = planned_insert(store._db.sql, store._db.dialect, intent)
+    with store._db.tx(write=True) as tx:
+        tx.run(planned.sql, planned.params)

@@ -534,6 +534,12 @@ def _zygote_main(preload: Sequence[str]) -> None:
         out.flush()
 
 
+def run_faulted(monkeypatch: Any, faults: str, fn: str, **kwargs: Any) -> int | None:
+    """``fn(**kwargs)`` in a fresh interpreter with ``faults`` armed there; its exit code."""
+    monkeypatch.setenv("LANGGRAPH_RECALL_FAULTS", faults)
+    return spawn(fn, **kwargs).wait(120)
+
+
 def spawn(fn: str, **kwargs: Any) -> subprocess.Popen[bytes]:
     """Run ``fn(**kwargs)`` in a fresh interpreter (exit code = its return value)."""
     env = {

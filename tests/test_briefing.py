@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
+from fix_store import write_planned
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -89,6 +90,21 @@ def test_sections_come_in_priority_order_with_in_doubt_external_calls_first(
         "memories",
         "turns",
     )
+
+
+def test_a_planned_call_that_never_started_is_not_counted_in_doubt(store: RecallStore) -> None:
+    # Written ahead with its AI message, its tool never began: listed as not started yet,
+    # neither in the calls in doubt nor in the header's count of them.
+    write_planned(store, "ag", "p-1", "issue_refund", {"order": "O-1"})
+    text = build_briefing(store, "ag").text
+    assert "in doubt" not in text.split("\n")[1]
+    assert DOUBT_TITLE not in text
+    assert "issue_refund(order='O-1') -> not started yet [action p-1]" in text
+    store.claim("ag", "c-1", tool="send_email", args={"to": "x"}, args_digest="e")
+    text = build_briefing(store, "ag").text
+    assert "while 1 call(s) are in doubt" in text
+    doubts = text.split(DOUBT_TITLE)[1].split("\n## ")[0]
+    assert "send_email" in doubts and "issue_refund" not in doubts
 
 
 @pytest.mark.parametrize("budget", [80, 100, 110])

@@ -18,7 +18,7 @@ from langgraph.types import Command
 
 from langgraph_recall import ActionEnd, DurableToolNode
 from langgraph_recall.store import RecallStore
-from langgraph_recall.store._actions import NOT_STARTED, action_key
+from langgraph_recall.store._actions import NOT_STARTED, Intent, action_key, planned_insert
 from langgraph_recall.store._models import OUTPUT_REF
 
 REFUND = "issue_refund(order='O-4471', amount=42.5)"
@@ -150,6 +150,33 @@ def test_a_call_that_never_started_says_so(store: RecallStore) -> None:
     action_id = _refund_asked(store)
     _end(store, action_id, "not_done", note="the run ended first", resolved_by=NOT_STARTED)
     assert _line(store) == f"assistant: called {REFUND} -> not done (never started){AGAIN}"
+
+
+def test_a_planned_call_whose_tool_never_began_says_not_started_yet(store: RecallStore) -> None:
+    # Written ahead with its AI message's checkpoint; the process died before the start mark.
+    ai = AIMessage("", tool_calls=[_call("issue_refund", "c1", order="O-4471", amount=42.5)])
+    ai.id = "ai-1"
+    store.record("a", [HumanMessage("refund O-4471", id="h1"), ai])
+    action_id = action_key("a", "ai-1", "c1", "issue_refund")
+    intent = Intent(
+        "a",
+        action_id,
+        "issue_refund",
+        "external",
+        {"order": "O-4471", "amount": 42.5},
+        "d",
+        action_id,
+        "t",
+        None,
+    )
+    planned = planned_insert(store._db.sql, store._db.dialect, intent)
+    with store._db.tx(write=True) as tx:
+        tx.run(planned.sql, planned.params)
+    assert not store.action(action_id).started
+    assert _line(store) == (
+        f"assistant: called {REFUND} -> not started yet: it runs once when its tool step runs "
+        "(on another thread it is closed as never started)"
+    )
 
 
 def test_an_abandoned_call_says_its_paused_step_runs_it_again(store: RecallStore) -> None:

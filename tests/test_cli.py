@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fix_store import write_planned
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langgraph_recall import RecallError
@@ -388,11 +389,31 @@ def test_actions_open_lists_only_what_is_in_doubt(
     assert code == 0
     assert [(r[0], r[1]) for r in parse_table(out, "action")] == [
         ("a1-email", "done"),
-        ("a2-charge", "open"),
+        ("a2-charge", "open, in doubt"),
     ]
     code, out, _ = cli(capsys, "--db", filled["db"], "actions", "billing", "--open")
     assert code == 0
     assert [r[2] for r in parse_table(out, "action")] == ["charge(order='7', amount='-20')"]
+
+
+def test_a_planned_call_never_started_is_open_but_not_in_doubt(
+    capsys: pytest.CaptureFixture[str], filled: dict[str, str], store: RecallStore
+) -> None:
+    # Written ahead with its AI message's checkpoint, its tool never began: listed as open,
+    # not started; verify and doctor count only the charge in doubt.
+    write_planned(store, "billing", "a9-plan", "charge", {"order": "9"})
+    code, out, _ = cli(capsys, "--db", filled["db"], "actions", "billing", "--open")
+    assert [(r[0], r[1]) for r in parse_table(out, "action")] == [
+        ("a2-charge", "open, in doubt"),
+        ("a9-plan", "open, not started"),
+    ]
+    code, out, _ = cli(capsys, "--db", filled["db"], "--json", "verify")
+    assert {a["action_id"]: a["started"] for a in json.loads(out)["open_actions"]} == {
+        "a2-charge": True,
+        "a9-plan": False,
+    }
+    code, out, _ = cli(capsys, "--db", filled["db"], "doctor")
+    assert "billing': 1 call(s) in doubt" in out
 
 
 def test_resolve_done_by_the_short_id_closes_it_once(

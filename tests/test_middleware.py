@@ -108,8 +108,13 @@ def test_it_registers_the_recall_tools_as_pure() -> None:
 
 
 @pytest.mark.parametrize("use_async", MODES)
-def test_settle_runs_before_the_model_sees_anything(store: RecallStore, use_async: bool) -> None:
-    # A crash left an email in doubt; the resolver can tell it went out.
+@pytest.mark.parametrize("saver_of", ["memory", "recall", "other-store"])
+def test_settle_runs_before_the_model_sees_anything(
+    store: RecallStore, use_async: bool, saver_of: str, tmp_path: Any
+) -> None:
+    # A crash left an email in doubt; the resolver can tell it went out. It is asked once,
+    # before the model: by store.checkpointer() at the run's start, or by before_agent under
+    # any other checkpointer (or one whose store is not where the middleware records).
     store.claim("a", "act-email", tool="send_email", args={"to": "ops"}, args_digest="d")
     events: list[str] = []
 
@@ -128,14 +133,23 @@ def test_settle_runs_before_the_model_sees_anything(store: RecallStore, use_asyn
             return super()._generate(messages, *args, **kwargs)
 
     model = Watching([reply("done")])
-    agent = create_agent(
-        model,
-        [send_email],
-        middleware=[RecallMiddleware(classes={"send_email": "external"}, resolver=resolver)],
-        checkpointer=InMemorySaver(),
-        store=store,
+    other = RecallStore.open(str(tmp_path / "other.db")) if saver_of == "other-store" else None
+    saver: Any = InMemorySaver()
+    if saver_of != "memory":
+        saver = (other or store).checkpointer()
+    middleware = RecallMiddleware(
+        classes={"send_email": "external"}, resolver=resolver, store=store if other else None
     )
-    _invoke(agent, {"messages": [HumanMessage("hi")]}, config("t", "a"), use_async)
+    agent = create_agent(
+        model, [send_email], middleware=[middleware], checkpointer=saver, store=store
+    )
+    try:
+        _invoke(agent, {"messages": [HumanMessage("hi")]}, config("t", "a"), use_async)
+    finally:
+        if saver_of != "memory":
+            saver.close()
+        if other is not None:
+            other.close()
     assert events == ["resolved send_email", "model"]
     assert store.action("act-email").status == "done"
     assert "Unconfirmed calls" not in str(model.seen[0][0].content)

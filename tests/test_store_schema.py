@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 import pytest
+from fix_store import write_planned
 from langchain_core.messages import HumanMessage
 
 from langgraph_recall import RecallError
@@ -443,6 +444,60 @@ def test_an_actions_end_is_set_once_and_nothing_else_changes(store: RecallStore)
     assert store.end("act-1", 1, "failed", error="E: x") is True
     assert store.end("act-1", 1, "done", result="late") is False
     assert (store.action("act-1").status, store.action("act-1").error) == ("failed", "E: x")
+
+
+def _plan(store: RecallStore, action_id: str) -> None:
+    write_planned(store, "ag", action_id, "t", {"n": 1})
+
+
+def test_a_planned_attempts_start_mark_is_set_once_and_nothing_else_with_it(
+    store: RecallStore,
+) -> None:
+    """The start mark: set once, on an open planned attempt, changing nothing else."""
+    _plan(store, "p-1")
+    assert not store.action("p-1").started
+    refused = [
+        # the mark with anything else of the row, or an end column without an outcome
+        "UPDATE recall_actions SET started_at = 1, tool = 'other' WHERE action_id = 'p-1'",
+        "UPDATE recall_actions SET started_at = 1, note = 'n' WHERE action_id = 'p-1'",
+        "UPDATE recall_actions SET planned = NULL WHERE action_id = 'p-1'",
+    ]
+    for sql in refused:
+        with pytest.raises(Exception, match="append-only"):
+            with store._db.tx(write=True) as tx:
+                tx.run(sql)
+    assert store.mark_started("p-1", 1) is True
+    assert store.mark_started("p-1", 1) is False  # once: a second claimer may not run it
+    assert store.action("p-1").started and store.action("p-1").in_doubt
+    for sql in [
+        "UPDATE recall_actions SET started_at = NULL WHERE action_id = 'p-1'",
+        "UPDATE recall_actions SET started_at = 2 WHERE action_id = 'p-1'",
+        # an end may not move the mark
+        "UPDATE recall_actions SET outcome = 'done', started_at = 3 WHERE action_id = 'p-1'",
+    ]:
+        with pytest.raises(Exception, match="append-only"):
+            with store._db.tx(write=True) as tx:
+                tx.run(sql)
+    assert store.end("p-1", 1, "done", result="ok") is True
+    _plan(store, "p-2")
+    assert store.end("p-2", 1, "not_done") is True
+    assert store.mark_started("p-2", 1) is False  # closed before it started: never runs
+    assert store.action("p-2").status == "not_done"
+
+
+def test_a_claim_takes_a_planned_attempt_that_never_started(store: RecallStore) -> None:
+    """A claim in a new process finds the planned, unstarted attempt: it is not in doubt, and
+    the claim starts that very attempt (once: a second claimer finds it in doubt)."""
+    _plan(store, "p-3")
+    first = store.claim("ag", "p-3", tool="t", args={"n": 1}, args_digest="d")
+    assert (first.status, first.action.attempt, first.action.started) == ("claimed", 1, True)
+    again = store.claim("ag", "p-3", tool="t", args={"n": 1}, args_digest="d")
+    assert again.status == "in_doubt"
+    # Planned for other arguments: closed unused, and the claim takes the next attempt.
+    _plan(store, "p-4")
+    other = store.claim("ag", "p-4", tool="t", args={"n": 2}, args_digest="e")
+    assert (other.status, other.action.attempt) == ("claimed", 2)
+    assert [a.status for a in store.actions("ag") if a.action_id == "p-4"] == ["open"]
 
 
 def test_sweeping_and_item_deletes_do_not_touch_journals(store: RecallStore) -> None:

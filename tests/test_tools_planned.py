@@ -15,7 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fix_tools import build_graph, call, read_effects, record_effect, reply, run_to_end, spawn
+from fix_tools import (
+    build_graph,
+    call,
+    read_effects,
+    record_effect,
+    reply,
+    run_faulted,
+    run_to_end,
+)
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
@@ -328,8 +336,9 @@ def test_create_agent_with_recall_middleware_claims_with_the_checkpoint(
 
     assert _sent(effects) == ["u0@example.com", "u1@example.com", "u2@example.com"]
     assert [(a.status, a.attempt) for a in store.actions("t-agent")] == [("done", 1)] * 3
-    # LangGraph's own tool node runs the middleware: the first call teaches the checkpointer.
-    assert len(claims) == 1
+    # The checkpointer found the middleware and create_agent's tool node in the graph at the
+    # run's start: even the first call's intent rode its checkpoint.
+    assert claims == []
 
 
 async def test_async_runs_claim_with_the_checkpoint_too(
@@ -372,8 +381,9 @@ def run_worker(
     layout: str = "node",
 ) -> int | None:
     """``planned_worker`` in a fresh interpreter, with ``faults`` armed there; its exit code."""
-    monkeypatch.setenv("LANGGRAPH_RECALL_FAULTS", faults)
-    worker = spawn(
+    return run_faulted(
+        monkeypatch,
+        faults,
         "test_tools_planned:planned_worker",
         target=target,
         agent_id=agent_id,
@@ -381,7 +391,6 @@ def run_worker(
         klass=klass,
         layout=layout,
     )
-    return worker.wait(120)
 
 
 @pytest.mark.parametrize(
@@ -403,21 +412,17 @@ def test_killed_after_the_checkpoint_that_holds_the_intent(
     with RecallStore.open(store_target) as store:
         (open_call,) = store.actions("k", open_only=True)  # the intent is there, not run
         assert open_call.args == {"to": "u1@example.com"}
+        assert not open_call.started and not open_call.in_doubt  # planned, never started
 
     assert run_worker(monkeypatch, store_target, "k", effects, klass, layout=layout) == 0
     sent = [e for e in read_effects(effects, "send")]
     with RecallStore.open(store_target) as store:
-        if klass == "external":
-            # Never re-run blindly: the call stays in doubt for the resolver or a person.
-            assert [e["to"] for e in sent] == ["u0@example.com", "u2@example.com"]
-            assert [a.action_id for a in store.actions("k", open_only=True)] == [
-                open_call.action_id
-            ]
-        else:
-            # Safe to repeat: re-run once, under the key the intent was written with.
-            assert [e["to"] for e in sent] == ["u0@example.com", "u1@example.com", "u2@example.com"]
-            assert sent[1]["key"] == open_call.idempotency_key
-            assert store.actions("k", open_only=True) == []
+        # Never started, so not in doubt, whatever its class: the resume's pending tool task
+        # runs it once, under the key (and as the attempt) the intent was written with.
+        assert [e["to"] for e in sent] == ["u0@example.com", "u1@example.com", "u2@example.com"]
+        assert sent[1]["key"] == open_call.idempotency_key
+        assert store.actions("k", open_only=True) == []
+        assert store.action(open_call.action_id).attempt == 1
 
 
 def test_a_new_processs_first_call_is_open_after_a_kill_at_its_checkpoint(
@@ -426,7 +431,7 @@ def test_a_new_processs_first_call_is_open_after_a_kill_at_its_checkpoint(
     # A fresh process whose node has not run yet: the checkpointer found the node in the graph
     # when the run started, so even the first call's intent is in its AI message's checkpoint.
     # Killed right after that commit (the 3rd: the input, the human message, the AI message),
-    # the call is open, never run, and an external one stays in doubt on resume.
+    # the call is open, never started, and the resume runs it once.
     effects = str(tmp_path / "effects")
     assert run_worker(monkeypatch, store_target, "k1", effects, faults="after_put=3:exit") == 99
     assert _sent(effects) == []
@@ -434,9 +439,9 @@ def test_a_new_processs_first_call_is_open_after_a_kill_at_its_checkpoint(
         (open_call,) = store.actions("k1", open_only=True)
         assert open_call.args == {"to": "u0@example.com"}
     assert run_worker(monkeypatch, store_target, "k1", effects) == 0
-    assert _sent(effects) == ["u1@example.com", "u2@example.com"]
+    assert _sent(effects) == ["u0@example.com", "u1@example.com", "u2@example.com"]
     with RecallStore.open(store_target) as store:
-        assert [a.action_id for a in store.actions("k1", open_only=True)] == [open_call.action_id]
+        assert store.actions("k1", open_only=True) == []
 
 
 def test_another_saver_never_plans(store: RecallStore, tmp_path: Any, claims: list[str]) -> None:
@@ -661,3 +666,50 @@ def test_a_run_that_lost_its_lease_leaves_its_planned_calls_open(
     (planned,) = store.actions("t-lost")
     assert (planned.status, planned.attempt) == ("open", 1)
     assert _sent(effects) == []
+
+
+# --- planned vs started: SIGKILL right before and right after the start mark ------------------
+
+
+@pytest.mark.parametrize("klass", ["external", "idempotent"])
+def test_killed_before_the_start_mark_the_call_runs_once_on_resume(
+    store_target: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, klass: str
+) -> None:
+    # The second call's intent committed with its AI message; SIGKILL in the tool node, right
+    # before the start mark: its tool never began, so it is not in doubt, and the same
+    # thread's resume (its pending tool task) runs it exactly once, as attempt 1.
+    effects = str(tmp_path / "effects")
+    assert run_worker(monkeypatch, store_target, "s1", effects, klass, "before_start=2:kill") == -9
+    assert _sent(effects) == ["u0@example.com"]
+    with RecallStore.open(store_target) as store:
+        (planned,) = store.actions("s1", open_only=True)
+        assert (planned.args, planned.started, planned.in_doubt) == (
+            {"to": "u1@example.com"},
+            False,
+            False,
+        )
+    assert run_worker(monkeypatch, store_target, "s1", effects, klass) == 0
+    sent = read_effects(effects, "send")
+    assert [e["to"] for e in sent] == ["u0@example.com", "u1@example.com", "u2@example.com"]
+    assert sent[1]["key"] == planned.idempotency_key
+    with RecallStore.open(store_target) as store:
+        assert store.actions("s1", open_only=True) == []
+        assert store.action(planned.action_id).attempt == 1
+
+
+def test_killed_after_the_start_mark_the_call_is_in_doubt(
+    store_target: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SIGKILL right after the start mark committed: the tool may have begun, so the call is in
+    # doubt, and an external one is never run again blindly on resume.
+    effects = str(tmp_path / "effects")
+    assert (
+        run_worker(monkeypatch, store_target, "s2", effects, "external", "after_start=2:kill") == -9
+    )
+    with RecallStore.open(store_target) as store:
+        (doubt,) = store.actions("s2", open_only=True)
+        assert (doubt.started, doubt.in_doubt) == (True, True)
+    assert run_worker(monkeypatch, store_target, "s2", effects, "external") == 0
+    assert _sent(effects) == ["u0@example.com", "u2@example.com"]
+    with RecallStore.open(store_target) as store:
+        assert [a.action_id for a in store.actions("s2", open_only=True)] == [doubt.action_id]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fix_store import write_planned
 from fix_tools import build_graph, call, reply
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
@@ -96,6 +97,19 @@ def test_undo_stops_at_an_action_in_doubt(store, saver) -> None:
     store.claim("doubt", stuck, tool="charge", args=args, args_digest=args_digest("charge", args))
     report = store.undo("doubt")
     assert refunds == [] and report.undone == [] and report.stopped_at == stuck
+
+
+def test_undo_walks_past_a_planned_call_that_never_started(store, saver) -> None:
+    refunds: list[Any] = []
+    _charging_agent(store, saver, "planned", refunds)
+    # A later charge planned with its AI message, its tool never begun: nothing to reverse,
+    # and nothing unknown after it, so the walk goes on.
+    args = {"amount": Decimal("9"), "customer": "c9"}
+    digest = args_digest("charge", args)
+    key = action_key("planned", "x", "y", "charge")
+    write_planned(store, "planned", key, "charge", args, digest)
+    report = store.undo("planned")
+    assert len(refunds) == 3 and report.stopped_at is None
 
 
 def test_a_failed_undo_is_reported_and_not_retried(store, saver) -> None:

@@ -10,6 +10,10 @@ Actions: ``stop`` (SIGSTOP), ``kill`` (SIGKILL), ``exit`` (``os._exit(99)``).
 Points: ``before_put`` (lease checked, the checkpoint not yet written), ``after_put`` (the
 checkpoint written, its messages not yet recorded), ``after_writes`` (a task's writes saved,
 with the ends of the calls it finished), ``before_release`` (run finished, lease still held).
+Durable tool calls: ``before_start`` and ``after_start`` (a call written ahead with its AI
+message's checkpoint, right before and right after the start mark commits), ``tool_claimed``
+(its intent recorded and started, the tool not yet invoked), ``tool_ran`` (the tool answered,
+its end not recorded).
 """
 
 from __future__ import annotations

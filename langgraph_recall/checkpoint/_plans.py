@@ -58,8 +58,12 @@ NOT_STARTED_NOTE = (
 )
 
 
+Pending = list[tuple[AIMessage, "Collection[str] | None"]]
+
+
 class Planner(Protocol):
-    """A tool node that can name the intents of an AI message's calls (``DurableTools``)."""
+    """A tool node that can name the intents of an AI message's calls, and settle the agent's
+    open calls of its tools at a run's start (``DurableTools``)."""
 
     def plan(
         self,
@@ -69,6 +73,14 @@ class Planner(Protocol):
         epoch: int | None,
         only: Collection[str] | None = None,
     ) -> list[Intent]: ...
+
+    def expect(self, tools: Mapping[str, Any]) -> None: ...
+
+    def settle_run(self, store: RecallStore, agent_id: str, pending: Pending = ...) -> Any: ...
+
+    async def asettle_run(
+        self, store: RecallStore, agent_id: str, pending: Pending = ...
+    ) -> Any: ...
 
 
 class PlanRider:
@@ -134,10 +146,29 @@ class Plans:
         if kept is not None and kept[0] is nodes:
             return kept[1]
         planners: dict[str, Planner] = {}
+        hooked: list[Planner] = []  # the planners of middleware (``RecallMiddleware``)
+        tool_nodes: dict[str, Mapping[str, Any]] = {}
         for name, node in list(nodes.items()):
-            planner = getattr(getattr(node, "bound", None), "recall_planner", None)
+            bound = getattr(node, "bound", None)
+            planner = getattr(bound, "recall_planner", None)
             if planner is not None:
                 planners[name] = planner
+                continue
+            # A middleware's hook node (``create_agent``): its function is the middleware's
+            # bound method, and the middleware carries its planner.
+            owner = getattr(getattr(bound, "func", None), "__self__", None)
+            planner = getattr(owner, "recall_planner", None)
+            if planner is not None and planner not in hooked:
+                hooked.append(planner)
+            tools = getattr(bound, "tools_by_name", None)
+            if isinstance(tools, Mapping):
+                tool_nodes[name] = tools
+        if len(hooked) == 1 and len(tool_nodes) == 1:
+            # ``create_agent``'s one tool node runs the middleware's calls: the middleware
+            # plans for it, with the tool objects that node hands each call.
+            ((name, tools),) = tool_nodes.items()
+            hooked[0].expect(tools)
+            planners[name] = hooked[0]
         self._graphs[id(nodes)] = (nodes, planners)
         return planners
 
@@ -160,8 +191,21 @@ class Plans:
         these are, or None (the usual case: no I/O)."""
         if not planners or self.messages_key not in new_versions:
             return None
-        values = checkpoint["channel_values"]
         intents: list[Intent] = []
+        for planner, last, only in self.pending(planners, checkpoint["channel_values"]):
+            intents += planner.plan(last, agent_id, thread_id, epoch, only)
+        if not intents:
+            return None
+        db: Any = self.store._db
+        return PlanRider([planned_insert(db.sql, db.dialect, i) for i in intents], db.dialect)
+
+    def pending(
+        self, planners: Mapping[str, Planner], values: Mapping[str, Any]
+    ) -> list[tuple[Planner, AIMessage, Collection[str] | None]]:
+        """The calls a checkpoint's next step runs in the durable tool nodes: per node the
+        checkpoint triggers, its planner, the AI message (the last one) and the ids of the
+        calls sent to it (None: all of its calls)."""
+        found: list[tuple[Planner, AIMessage, Collection[str] | None]] = []
         # A copy: a node may register from a tool's thread while a put plans on another.
         for node, planner in list(planners.items()):
             only: Collection[str] | None = None
@@ -172,12 +216,24 @@ class Plans:
             messages = values.get(self.messages_key)
             last = messages[-1] if isinstance(messages, list) and messages else None
             if not isinstance(last, AIMessage) or not last.tool_calls or not last.id:
-                return None
-            intents += planner.plan(last, agent_id, thread_id, epoch, only)
-        if not intents:
-            return None
-        db: Any = self.store._db
-        return PlanRider([planned_insert(db.sql, db.dialect, i) for i in intents], db.dialect)
+                return []
+            found.append((planner, last, only))
+        return found
+
+    def settlers(
+        self, planners: Mapping[str, Planner], saved: Mapping[str, Any] | None
+    ) -> list[tuple[Planner, Pending]]:
+        """Who settles the agent's open calls at a run's start: each durable tool node of the
+        run's graph once, with the calls it must leave alone, those the run's pending tool task
+        (of ``saved``, the checkpoint a resume continues from; None for a new input, whose
+        run drops that task) runs itself."""
+        values = saved["channel_values"] if saved is not None else {}
+        pending = self.pending(planners, values) if values else []
+        out: list[tuple[Planner, Pending]] = []
+        for planner in planners.values():
+            if all(p is not planner for p, _ in out):
+                out.append((planner, [(m, only) for p, m, only in pending if p is planner]))
+        return out
 
 
 def sent_calls(sends: Any, node: str) -> set[str]:

@@ -22,6 +22,7 @@ the ``invoke``/``ainvoke`` turn helper (``_turns``).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -45,7 +46,7 @@ from ._delegated import Delegated, mapped
 from ._durable import DurabilityBarrier, DurableLog
 from ._faults import fault_point
 from ._lease import LeaseKeeper, check_wait, new_holder_id
-from ._plans import Planner, Plans, take
+from ._plans import Pending, Planner, Plans, take
 from ._put_steps import PutSteps, conf_of
 from ._recording import Recorder
 from ._runs import Entry, Run, RunLifecycle, find_loop, run_key
@@ -57,7 +58,7 @@ from ._same_db import (
     put_with,
     put_writes_with,
 )
-from ._turns import TurnHelpers
+from ._turns import TurnHelpers, is_new_input
 
 if TYPE_CHECKING:
     from ..store import Claim, RecallStore
@@ -292,6 +293,8 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
             saved = self.inner.get_tuple(config)
             runs.restored(run, saved)
             runs.settle(run)
+            for planner, pending in self._settlers(run, loop, saved):
+                planner.settle_run(self.store, run.agent_id, pending)
         except BaseException:
             runs.end(run)
             raise
@@ -316,6 +319,8 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
             saved = await self._acall("get_tuple", config)
             runs.restored(run, saved)
             await runs.asettle(run)
+            for planner, pending in self._settlers(run, loop, saved):
+                await planner.asettle_run(self.store, run.agent_id, pending)
         except BaseException:
             await runs.aend(run)
             raise
@@ -515,9 +520,41 @@ class RecallCheckpointer(PutSteps, Delegated, TurnHelpers, DurabilityBarrier, Ba
     # --- what other parts of langgraph-recall ask --------------------------------------------
 
     def _learn_graph(self, run: Run, loop: Any) -> None:
-        """The run's graph's durable tool nodes plan from its first checkpoint (``_plans``)."""
-        if self.carries:
-            run.planners = self._shared.plans.of_graph(getattr(loop, "nodes", None))
+        """The run's graph's durable tool nodes: they settle the agent's open calls at the
+        run's start and (``carries``) plan from its first checkpoint (``_plans``)."""
+        run.planners = self._shared.plans.of_graph(getattr(loop, "nodes", None))
+
+    def _settlers(
+        self, run: Run, loop: Any, saved: CheckpointTuple | None
+    ) -> builtins.list[tuple[Planner, Pending]]:
+        """The run's durable tool nodes, each with the calls its run-start settle leaves to
+        the run's pending tool task. Lease held, before the run's first node (and so before
+        any briefing or model call): the agent's open calls are settled on any thread. A run
+        with a new input drops the pending task of the checkpoint it starts from (LangGraph
+        discards it), so then nothing is left to it; a resume (None, a Command) runs it."""
+        resuming = loop is None or not is_new_input(loop.input)
+        checkpoint = saved.checkpoint if saved is not None and resuming else None
+        return [
+            (planner, pending)
+            for planner, pending in self._shared.plans.settlers(run.planners, checkpoint)
+            if self._records_of(planner)
+        ]
+
+    def _records_of(self, planner: Planner) -> bool:
+        """Whether ``planner`` records its calls in this checkpointer's store (a middleware
+        given ``store=`` another store settles them itself, in ``before_agent``)."""
+        own = getattr(planner, "store", None)
+        return own is None or own is self.store
+
+    def settled_at_start(self, agent_id: str, planner: Planner) -> bool:
+        """Whether the run of ``agent_id`` going on here settled ``planner``'s calls at its
+        start (it found it in the run's graph): ``RecallMiddleware`` then need not again."""
+        run = self._shared.runs.run_of(agent_id)
+        return (
+            run is not None
+            and self._records_of(planner)
+            and any(p is planner for p in run.planners.values())
+        )
 
     def plan_ahead(self, node: str, planner: Planner, agent_id: str | None = None) -> None:
         """Let ``planner`` (a durable tool node named ``node`` in the graph of ``agent_id``'s

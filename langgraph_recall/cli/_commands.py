@@ -159,7 +159,14 @@ def agents(ctx: Ctx) -> None:
 
 
 def _action_row(a: Any) -> tuple[Any, ...]:
-    return (a.action_id[:16], a.status, a.call_text(60), a.attempt, a.note or a.error or "")
+    return (a.action_id[:16], _status(a), a.call_text(60), a.attempt, a.note or a.error or "")
+
+
+def _status(a: Any) -> str:
+    """An open call is in doubt only once its tool may have begun."""
+    if a.status != "open":
+        return str(a.status)
+    return "open, in doubt" if a.started else "open, not started"
 
 
 def _action_dict(a: Any) -> dict[str, Any]:
@@ -227,7 +234,12 @@ def show(ctx: Ctx, agent: str) -> None:
 
 @cli.command()
 @click.argument("agent")
-@click.option("--open", "open_only", is_flag=True, help="Only actions still open (in doubt).")
+@click.option(
+    "--open",
+    "open_only",
+    is_flag=True,
+    help="Only actions still open: in doubt, or planned and not started yet.",
+)
 @pass_ctx
 @_anywhere
 def actions(ctx: Ctx, agent: str, open_only: bool) -> None:
@@ -394,9 +406,14 @@ def verify(ctx: Ctx) -> None:
         for p in report.problems:
             click.secho(f"PROBLEM: {p}", fg="red")
         for a in report.open_actions:
+            why = (
+                "in doubt; see `resolve`"
+                if a["started"]
+                else "planned, never started: it runs once on its thread's resume, or is "
+                "closed as not done at the agent's next run"
+            )
             click.secho(
-                f"OPEN: {a['action_id'][:16]} {a['agent_id']} {a['call']} (in doubt; see `resolve`)",
-                fg="yellow",
+                f"OPEN: {a['action_id'][:16]} {a['agent_id']} {a['call']} ({why})", fg="yellow"
             )
         if report.ok:
             click.secho("ok", fg="green")

@@ -26,7 +26,7 @@ from ._records import bump, check_agent_id
 _ACTION_COLS = (
     "a.action_id, a.agent_id, a.tool, a.klass, a.args_type, a.args, a.args_digest, "
     "a.idempotency_key, a.attempt, a.created_at, a.thread_id, a.outcome, a.result_type, a.result, "
-    "a.error, a.note, a.resolved_by, a.ended_at"
+    "a.error, a.note, a.resolved_by, a.ended_at, a.planned, a.started_at"
 )
 
 
@@ -64,6 +64,8 @@ def action_of(r: Sequence[Any]) -> Action:
         note=r[15],
         resolved_by=r[16],
         ended_at=r[17],
+        # Written ahead (``planned_insert``) and not marked since: its tool never began.
+        started=r[18] is None or r[19] is not None,
     )
     return action
 
@@ -115,7 +117,8 @@ def settled_claim(prev: Action | None, action_id: str, args_digest: str) -> Clai
     if prev is None:
         return None
     if prev.status == "open":
-        return Claim("in_doubt", prev)
+        # Planned and never started: not in doubt; the claim starts it (``insert_attempt``).
+        return Claim("in_doubt", prev) if prev.started else None
     if prev.status in ("done", "failed"):
         return Claim(prev.status, prev)
     if prev.resolved_by == NOT_STARTED:
@@ -162,7 +165,9 @@ class Intent:
             seq,
         )
 
-    def claimed(self, attempt: int, args_type: str, args_data: bytes, created_at: Any) -> Claim:
+    def claimed(
+        self, attempt: int, args_type: str, args_data: bytes, created_at: Any, started: bool = True
+    ) -> Claim:
         """The claim of the attempt just inserted: all of it is known, nothing is read back."""
         return Claim(
             "claimed",
@@ -178,6 +183,7 @@ class Intent:
                 status="open",
                 created_at=float(created_at),
                 thread_id=self.thread_id,
+                started=started,
             ),
         )
 
@@ -223,6 +229,27 @@ def insert_attempt(tx: Tx, prev: Action | None, intent: Intent) -> Claim:
         seq = bump(tx, intent.agent_id, "action_seq", 1)
         seq_sql = "?"
     while True:
+        if prev is not None and prev.status == "open":
+            # Written ahead and never started (``settled_claim``): this claim takes that very
+            # attempt, with the start mark deciding between claimers; planned for other
+            # arguments, the attempt is closed unused and the next one is claimed.
+            if prev.args_digest == intent.args_digest:
+                if start(tx, prev.action_id, prev.attempt):
+                    return Claim("claimed", _started(prev))
+            else:
+                end(
+                    tx,
+                    prev.action_id,
+                    prev.attempt,
+                    "not_done",
+                    note="planned for other arguments than the call claimed now; never started",
+                    resolved_by=NOT_STARTED,
+                )
+            prev = latest_action(tx, intent.action_id)
+            settled = settled_claim(prev, intent.action_id, intent.args_digest)
+            if settled is not None:
+                return settled
+            continue
         attempt = 1 if prev is None else prev.attempt + 1
         inserted = tx.one(
             f"INSERT INTO recall_actions ({_INSERT_COLS}, created_at) "
@@ -243,6 +270,38 @@ def insert_attempt(tx: Tx, prev: Action | None, intent: Intent) -> Claim:
 # ``resolved_by`` of a planned attempt that its run closed before the tool started.
 NOT_STARTED = "recall:not-started"
 
+# PostgreSQL: this transaction's COMMIT returns once the server has it in memory (``start``,
+# ``end``). set_config(..., true) is SET LOCAL; as a condition on no row, PostgreSQL runs it
+# once, before the update (an init plan), whether or not a row matches.
+_RELAX_PG = " AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL"
+
+
+def start(tx: Tx, action_id: str, attempt: int, relaxed: bool = False) -> bool:
+    """The start mark of a planned attempt: committed before its tool may begin, so that a
+    crash before it leaves the call "planned" (never started, safe to run once) and a crash
+    after it leaves it in doubt. True when this call marked it; False when the attempt was
+    marked or ended already (another claimer took it, or a run-start settle closed it): the
+    caller must not run it.
+
+    ``relaxed`` (PostgreSQL): the commit does not wait for the server's disk. A server crash
+    (not a client's) within about three ``wal_writer_delay`` (0.6 s by default) of the mark
+    can then lose it, and the call reads as planned, never started, though its tool began: a
+    resume runs it again under the same key. Only for idempotent tools, for which that is
+    what a resume does with one in doubt anyway; an external call's mark always waits.
+    """
+    relax = _RELAX_PG if relaxed and tx.dialect == "postgres" else ""
+    return 0 < tx.run(
+        "UPDATE recall_actions SET started_at = {now} WHERE action_id = ? AND attempt = ? "
+        "AND outcome IS NULL AND started_at IS NULL AND planned IS NOT NULL" + relax,
+        (action_id, attempt),
+    )
+
+
+def _started(action: Action) -> Action:
+    marked = _new(Action)
+    marked.__dict__.update(action.__dict__, started=True)
+    return marked
+
 
 @dataclass(frozen=True, slots=True)
 class Planned:
@@ -256,7 +315,8 @@ class Planned:
     params: tuple[Any, ...]
 
     def claimed(self, created_at: Any) -> Claim:
-        return self.intent.claimed(1, self.args_type, self.args_data, created_at)
+        """The planned attempt: claimed by this run, its tool not started (no mark yet)."""
+        return self.intent.claimed(1, self.args_type, self.args_data, created_at, started=False)
 
 
 # PostgreSQL: the agent's next number, from its row (created when missing; ``%s``: a condition
@@ -268,8 +328,8 @@ _PG_NUMBER = (
     "RETURNING action_seq"
 )
 _PG_INSERT_NUMBERED = (
-    f"INSERT INTO recall_actions ({_INSERT_COLS}, created_at) "
-    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now} FROM ag "
+    f"INSERT INTO recall_actions ({_INSERT_COLS}, created_at, planned) "
+    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS INT), ag.action_seq, {now}, %s FROM ag "
     "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at"
 )
 
@@ -287,14 +347,14 @@ def planned_insert(render: Any, dialect: str, intent: Intent) -> Planned:
     if dialect == "sqlite":
         # The same numbering as ``insert_attempt`` (the saver holds the one write lock).
         sql = (
-            f"INSERT INTO recall_actions ({_INSERT_COLS}, created_at) "
-            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_SQLITE_NEXT_SEQ}, {{now}}) "
+            f"INSERT INTO recall_actions ({_INSERT_COLS}, created_at, planned) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_SQLITE_NEXT_SEQ}, {{now}}, 1) "
             "ON CONFLICT (action_id, attempt) DO NOTHING RETURNING created_at"
         )
         params: tuple[Any, ...] = values
     else:
         # The agent row's lock hands the number out, as in ``claim_first_pg``.
-        sql = f"WITH ag AS ({_PG_NUMBER % ''}) {_PG_INSERT_NUMBERED}"
+        sql = f"WITH ag AS ({_PG_NUMBER % ''}) {_PG_INSERT_NUMBERED % '1'}"
         params = (intent.agent_id, *values[:-1])
     return Planned(intent, args_type, args_data, render(sql), params)
 
@@ -317,7 +377,7 @@ def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Sequence[Any] 
         f"WITH prev AS (SELECT {_ACTION_COLS} FROM recall_actions a WHERE a.action_id = ? "
         "ORDER BY a.attempt DESC LIMIT 1), "
         f"ag AS ({_PG_NUMBER % ' WHERE NOT EXISTS (SELECT 1 FROM prev)'}), "
-        f"ins AS ({_PG_INSERT_NUMBERED}) "
+        f"ins AS ({_PG_INSERT_NUMBERED % 'NULL'}) "
         "SELECT (SELECT created_at FROM ins), prev.* FROM (SELECT 1) AS one "
         "LEFT JOIN prev ON TRUE",
         (intent.action_id, intent.agent_id, *intent.row(1, args_type, args_data, None)[:-1]),
@@ -329,10 +389,6 @@ def claim_first_pg(tx: Tx, intent: Intent) -> tuple[Claim | None, Sequence[Any] 
 
 
 END_OUTCOMES = ("done", "failed", "abandoned", "not_done")
-
-# set_config(..., true) is SET LOCAL; as a condition on no row, PostgreSQL runs it once, before
-# the update (an init plan), whether or not a row matches.
-_RELAX_PG = " AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL"
 
 
 def end_statement(

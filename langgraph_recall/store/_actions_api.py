@@ -106,6 +106,22 @@ class ActionsAPI(StoreBase):
         worker thread."""
         return await self._run(self.claim, agent_id, action_id, **kwargs)
 
+    def mark_started(self, action_id: str, attempt: int, *, relaxed: bool = False) -> bool:
+        """Mark a planned attempt started, right before its tool may begin (``_actions.start``).
+
+        Returns False when it was marked or ended already: the caller must not run the tool.
+        ``relaxed``: on PostgreSQL the commit does not wait for the server's disk (idempotent
+        calls only; see ``_actions.start`` for what a server crash can lose then).
+        """
+        # One statement: autocommitted on PostgreSQL; SQLite keeps BEGIN IMMEDIATE.
+        with self._db.tx(write=self._db.dialect == "sqlite") as tx:
+            return _actions.start(tx, action_id, attempt, relaxed)
+
+    async def amark_started(self, action_id: str, attempt: int, *, relaxed: bool = False) -> bool:
+        """Async twin of ``mark_started``: the start mark of a planned attempt, in a worker
+        thread; False when it was marked or ended already."""
+        return await self._run(self.mark_started, action_id, attempt, relaxed=relaxed)
+
     def end(
         self,
         action_id: str,

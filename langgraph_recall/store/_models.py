@@ -68,10 +68,18 @@ class Action:
     note: str | None = None
     resolved_by: str | None = None
     ended_at: float | None = None
+    # False for an attempt written ahead with its AI message's checkpoint whose tool has not
+    # begun (no start mark): open, but not in doubt; it runs once when its tool step runs.
+    started: bool = True
 
     @property
     def is_open(self) -> bool:
         return self.status == "open"
+
+    @property
+    def in_doubt(self) -> bool:
+        """Open and started: its effect may have happened, and nobody knows whether it did."""
+        return self.status == "open" and self.started
 
     def call_text(self, max_arg: int = 200) -> str:
         from .._render import call_text

@@ -102,12 +102,15 @@ class SetOnce:
 
     Replaces the plain guard (same trigger names, so ``verify`` finds it either way). An
     UPDATE passes only while ``columns[0]`` is still NULL, must set it, and must leave every
-    column in ``fixed`` as it was; DELETE is refused as before.
+    column in ``fixed`` as it was; DELETE is refused as before. With ``mark``, an UPDATE may
+    instead set that one column, once, while ``columns[0]`` stays NULL and nothing else
+    changes (an action's start mark: ``_actions.start``); an end leaves the mark as it was.
     """
 
     table: str
     columns: tuple[str, ...]
     fixed: tuple[str, ...]
+    mark: str | None = None
 
     def ddl(self, dialect: Dialect) -> list[str]:
         first = self.columns[0]
@@ -115,19 +118,31 @@ class SetOnce:
             f"recall: {self.table} is append-only; records are never changed or deleted "
             f"(only an empty {first} may be set, once)"
         )
+        differs = (
+            "NEW.{0} IS NOT OLD.{0}" if dialect == "sqlite" else "NEW.{0} IS DISTINCT FROM OLD.{0}"
+        )
+        refuse = f"OLD.{first} IS NOT NULL OR NEW.{first} IS NULL"
+        changed = " OR ".join(differs.format(c) for c in self.fixed)
+        if self.mark is not None:
+            rest = " OR ".join(differs.format(c) for c in self.columns[1:])
+            marking = (
+                f"NEW.{first} IS NULL AND OLD.{self.mark} IS NULL AND NEW.{self.mark} IS NOT NULL"
+            )
+            refuse = (
+                f"OLD.{first} IS NOT NULL OR (NEW.{first} IS NULL AND NOT ({marking} AND NOT "
+                f"({rest}))) OR (NEW.{first} IS NOT NULL AND {differs.format(self.mark)})"
+            )
         if dialect == "sqlite":
-            changed = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in self.fixed)
             return [
                 f"DROP TRIGGER IF EXISTS {self.table}_no_update",
                 f"CREATE TRIGGER {self.table}_no_update BEFORE UPDATE ON {self.table} "
-                f"WHEN OLD.{first} IS NOT NULL OR NEW.{first} IS NULL OR {changed} "
+                f"WHEN {refuse} OR {changed} "
                 f"BEGIN SELECT RAISE(ABORT, '{msg}'); END",
                 *_append_only_guard(self.table, dialect)[1:],  # the DELETE guard, unchanged
             ]
-        changed = " OR ".join(f"NEW.{c} IS DISTINCT FROM OLD.{c}" for c in self.fixed)
         return [
             f"CREATE OR REPLACE FUNCTION {self.table}_set_once() RETURNS trigger AS $$ "
-            f"BEGIN IF TG_OP = 'DELETE' OR OLD.{first} IS NOT NULL OR NEW.{first} IS NULL "
+            f"BEGIN IF TG_OP = 'DELETE' OR {refuse} "
             f"OR {changed} THEN RAISE EXCEPTION '{msg}'; END IF; RETURN NEW; "
             "END $$ LANGUAGE plpgsql",
             f"DROP TRIGGER IF EXISTS {self.table}_append_only ON {self.table}",
@@ -256,6 +271,8 @@ ACTION_END_COLUMNS = (
     ("resolved_by", "TEXT"),
     ("ended_at", "REAL"),
 )
+# v9: whether an attempt was written ahead (1, else NULL) and when its tool was about to start.
+ACTION_START_COLUMNS = (("planned", "INT"), ("started_at", "REAL"))
 # Open attempts (no end yet), in the agent's order: the briefing reads them before every model
 # call, so finding them must not read the agent's whole history. An end takes its row out.
 ACTIONS_OPEN = Index(
@@ -583,6 +600,23 @@ MIGRATIONS.append(
     ]
 )
 APPROVAL_CHAIN_VERSION = len(MIGRATIONS)
+
+# v10: a durable call written ahead with its AI message's checkpoint (``checkpoint._plans``) is
+# told from one whose tool may have begun. ``planned`` is set on an intent written ahead;
+# ``started_at`` by the start mark committed right before its tool runs (``_actions.start``).
+# An attempt is started when it was not planned or has its mark: rows written before have
+# neither column, and are started, as every intent then was taken to be.
+MIGRATIONS.append(
+    [
+        Columns("recall_actions", ACTION_START_COLUMNS),
+        SetOnce(
+            "recall_actions",
+            tuple(c for c, _ in ACTION_END_COLUMNS),
+            (*(c for c, _ in ACTIONS.columns), "planned"),
+            mark="started_at",
+        ),
+    ]
+)
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -26,7 +26,9 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.problems and not self.open_actions
+        # A call planned and never started needs nobody: it runs once, or is closed, at the
+        # agent's next run. One in doubt needs a person or a resolver.
+        return not self.problems and not any(a["started"] for a in self.open_actions)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +98,7 @@ def verify(store: RecallStore) -> VerifyReport:
                         "agent_id": a.agent_id,
                         "tool": a.tool,
                         "call": a.call_text(),
+                        "started": a.started,
                     }
                 )
         # Every decision row in its action's chain: bad signatures, copies, re-ordered or

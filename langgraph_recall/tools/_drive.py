@@ -49,6 +49,8 @@ class Execute:
     request: Any
     key: str | None
     bound: BoundCall | None = None
+    # Under ``adrive``, ``ahandler(request)`` instead when given (a tool's own ``ainvoke``).
+    ahandler: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,7 @@ async def _do_async(step: Step) -> Any:
         token = set_bound(step.bound)
         try:
             with key_scope(step.key):
-                out = step.handler(step.request)
+                out = (step.ahandler or step.handler)(step.request)
                 return await out if inspect.isawaitable(out) else out
         finally:
             reset_bound(token)

@@ -21,12 +21,14 @@ What happens to a call (DESIGN.md, "Behaviour on a tool call"):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
@@ -158,10 +160,14 @@ class DurableTools(ToolSet):
     def settle(self, store: RecallStore, agent_id: str) -> SettleReport:
         """Settle the agent's calls left open by a crash, before the model sees anything.
 
-        Open external calls are offered to the resolver; what it confirms is closed (done or
-        not done). Returns what was closed and what is still open (for the briefing and a
-        person). Idempotent and pure calls stay open until the call is replayed, which re-runs
-        them with the same key; an undo left open (``store.undo``) stays open for a person.
+        ``store.checkpointer()`` does this at the start of every run of the agent, on any
+        thread; call it yourself with another checkpointer. A call planned with its AI
+        message whose tool never began is closed as not done (never started). Open external
+        calls are offered to the resolver; what it confirms is closed (done or not done).
+        An idempotent call in doubt is run again under its own key (when its tool needs
+        nothing only its node gives: the graph's state or runtime) and its answer recorded.
+        Returns what was closed and what is still open (for the briefing and a person); an
+        undo left open (``store.undo``) stays open for a person.
         """
         return drive(self._settle(store, agent_id))
 
@@ -410,14 +416,7 @@ class DurableTools(ToolSet):
                 except InvalidValue as exc:  # arguments no store can hold: nothing ran
                     raise unstorable_args(name, args) from exc
                 except Exception as exc:  # the database: nothing may run without an intent
-                    log.warning("could not record the intent of %s: %s", name, exc)
-                    return refused_message(
-                        call,
-                        action_id,
-                        "database",
-                        f"its intent could not be recorded ({type(exc).__name__}: {exc}), so "
-                        "nothing ran. Try again later.",
-                    )
+                    return _not_recorded(call, action_id, "intent", exc)
             if isinstance(claimed, ApprovalDenied):
                 message = verdict.decision.message if verdict is not None else None
                 return rejected_message(call, action_id, message)
@@ -432,6 +431,22 @@ class DurableTools(ToolSet):
                 yield from _steps.take_asks_again(request, claim.action)
                 return (yield Io(from_record, (store, claim.action, call)))
             action = claim.action
+            if claim.status == "claimed" and not action.started:
+                # Written ahead with the AI message's checkpoint: a crash until this mark
+                # commits leaves the call planned, never started (it runs once on resume, or
+                # a run-start settle closes it as not done); after it, the call is in doubt.
+                fault_point("before_start")
+                try:
+                    marked = yield Io(
+                        store.mark_started,
+                        (action.action_id, action.attempt),
+                        {"relaxed": klass == "idempotent"},
+                    )
+                except Exception as exc:  # the database: nothing may run without its mark
+                    return _not_recorded(call, action_id, "start", exc)
+                fault_point("after_start")
+                if not marked:  # taken or closed meanwhile: claim again, from the records
+                    continue
             if claim.status == "claimed":
                 fault_point("tool_claimed")  # intent recorded, the tool not started
             elif klass == "external" or action.args_digest != digest:
@@ -581,7 +596,15 @@ class DurableTools(ToolSet):
             )
         return out
 
-    def _settle(self, store: RecallStore, agent_id: str) -> Logic[SettleReport]:
+    def _settle(
+        self, store: RecallStore, agent_id: str, skip: Collection[str] = (), own: bool = False
+    ) -> Logic[SettleReport]:
+        """The agent's open calls settled, as far as they can be without a person.
+
+        ``skip``: action ids left alone (the calls the run's own pending tool task runs
+        itself). ``own``: only the calls of this node's tools (a run-start settle, where each
+        tool node of the graph settles its own).
+        """
         self.register_undo(store)
         report = SettleReport()
         open_actions: list[Action] = yield Io(store.actions, (agent_id,), {"open_only": True})
@@ -591,16 +614,116 @@ class DurableTools(ToolSet):
             # checks whether the call happened (the charge did), and its "done" closed the
             # refund as done too, so undo() went on past a refund nobody knows was made.
             undo = action.tool.startswith(UNDO_PREFIX)
-            if klass != "external" or self.resolver is None or undo:
+            if undo or action.action_id in skip or (own and action.tool not in self._classes):
                 report.open.append(action)
                 continue
-            end = yield Resolve(self.resolver, action)
-            if end is None:
+            if not action.started:
+                # Planned with its AI message, and its tool never began: no effect to doubt.
+                # Closed as not done, so the model may call it again if it is still needed.
+                yield Io(close_not_started, (store, [(action.action_id, action.attempt)]))
+            elif klass == "idempotent":
+                # Safe to repeat: run again under its own key, and its answer recorded.
+                if not (yield from self._rerun(store, agent_id, action)):
+                    report.open.append(action)
+                    continue
+            elif klass != "external" or self.resolver is None:
                 report.open.append(action)
                 continue
-            yield Io(_steps.record_resolution, (store, action, end, self.resolver))
+            else:
+                end = yield Resolve(self.resolver, action)
+                if end is None:
+                    report.open.append(action)
+                    continue
+                yield Io(_steps.record_resolution, (store, action, end, self.resolver))
             report.closed.append((yield Io(store.action, (action.action_id,))))
         return report
+
+    def _rerun(self, store: RecallStore, agent_id: str, action: Action) -> Logic[bool]:
+        """An idempotent call left in doubt, run again outside its tool node, under its key,
+        with the arguments its intent recorded; its end recorded. False (it stays open) when
+        the tool is not known here or needs what only its node gives (the graph's state, a
+        runtime, its call id), or it raised ``InDoubt``."""
+        tool = self._called.get(action.tool)
+        if not isinstance(tool, BaseTool) or not isinstance(action.args, dict):
+            return False
+        _, keys = self._schema(tool)
+        try:
+            given = set(getattr(tool.get_input_schema(), "model_fields", None) or ())
+            asked = set(getattr(tool.tool_call_schema, "model_fields", None) or ())
+        except Exception:  # pragma: no cover - a tool without usable schemas
+            return False
+        if given - asked - keys:
+            return False
+        keyed = KeyedTool.wrap(tool, tuple(sorted(keys))) if keys else tool
+        call = {"name": action.tool, "args": dict(action.args), "id": action.action_id}
+        config = RunnableConfig(
+            configurable={CONFIG_KEY: action.action_id, CONFIG_ACTION: action.action_id}
+        )
+        try:
+            out = yield Execute(
+                functools.partial(keyed.invoke, config=config),
+                {**call, "type": "tool_call"},
+                action.action_id,
+                ahandler=functools.partial(keyed.ainvoke, config=config),
+            )
+        except InDoubt as exc:
+            log.info("%s reported its outcome unknown on its re-run: %s", action.tool, exc)
+            return False
+        except Exception as exc:
+            yield Io(
+                store.end,
+                (action.action_id, action.attempt, "failed"),
+                {"error": f"{type(exc).__name__}: {exc}"},
+            )
+            return True
+        out = with_stable_id(out, action.action_id)
+        yield Io(_steps.finish, (store, agent_id, action, out))
+        return True
+
+    def settle_run(
+        self,
+        store: RecallStore,
+        agent_id: str,
+        pending: Sequence[tuple[AIMessage, Collection[str] | None]] = (),
+    ) -> SettleReport:
+        """At a run's start (the checkpointer calls it, lease held, before any node): settle
+        this node's open calls but those of ``pending`` (AI messages and the ids of their calls
+        the run's pending tool task will run itself; None: all)."""
+        return drive(self._settle(store, agent_id, self._pending_ids(agent_id, pending), True))
+
+    async def asettle_run(
+        self,
+        store: RecallStore,
+        agent_id: str,
+        pending: Sequence[tuple[AIMessage, Collection[str] | None]] = (),
+    ) -> SettleReport:
+        """Async twin of ``settle_run``."""
+        skip = self._pending_ids(agent_id, pending)
+        return await adrive(self._settle(store, agent_id, skip, True))
+
+    @staticmethod
+    def _pending_ids(
+        agent_id: str, pending: Sequence[tuple[AIMessage, Collection[str] | None]]
+    ) -> set[str]:
+        return {
+            action_key(agent_id, str(message.id), str(call["id"]), call["name"])
+            for message, only in pending
+            for call in message.tool_calls
+            if only is None or call.get("id") in only
+        }
+
+
+def _not_recorded(call: dict[str, Any], action_id: str, what: str, exc: Exception) -> ToolMessage:
+    """The model's answer when the call's intent or start mark could not be written: nothing
+    ran, and nothing may run unrecorded."""
+    log.warning("could not record the %s of %s: %s", what, call["name"], exc)
+    return refused_message(
+        call,
+        action_id,
+        "database",
+        f"its {what} could not be recorded ({type(exc).__name__}: {exc}), so nothing ran. "
+        "Try again later.",
+    )
 
 
 def _done_instead(

@@ -185,9 +185,10 @@ def _walk(
                 walk.stopped_at = action.action_id
                 break
             continue
-        if action.status == "open":
+        if action.in_doubt:
             walk.stopped_at = action.action_id
             break
+        # Planned and never started: nothing happened, nothing to reverse.
         if action.status != "done" or action.klass == "pure":
             continue
         fn = registry.get(action.tool)
