@@ -576,6 +576,10 @@ def problems(r: Result) -> list[str]:
         out.append(f"effects doubled: {r.doubled}")
     if r.redone > 1:
         out.append(f"{r.redone} steps redone after one crash")
+    killed_tool = r.case.kill.partition(":")[0]
+    again = {t: n for t, n in r.runs.items() if t in DURABLE and t != killed_tool and n > 1}
+    if again:
+        out.append(f"calls that never started before the crash ran more than once: {again}")
     if r.case.resolver or not may_have_started(r.case):
         # With a resolver every run completes; without one, so does every run whose crash
         # left nothing that may have started: such a call runs exactly once.
@@ -586,7 +590,7 @@ def problems(r: Result) -> list[str]:
         return out
     # No resolver, killed inside an external tool: that call, and only it, stays in doubt;
     # the model sees it and waits, and nothing after it runs.
-    tool_name = r.case.kill.partition(":")[0]
+    tool_name = killed_tool
     if r.open_calls != [f"{tool_name}(open)"]:
         out.append(f"open calls {r.open_calls}, expected only {tool_name} in doubt")
     if not r.answer.startswith(f"Waiting: {tool_name} is in doubt"):

@@ -50,6 +50,7 @@ from fix_matrix import (
     PUTS,
     STYLES,
     Case,
+    briefing_outcome,
     count_puts,
     full_cases,
     problems,
@@ -104,6 +105,28 @@ def databases(
 @pytest.fixture
 def folder(tmp_path: Path) -> str:
     return str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("line", "seen"),
+    [
+        ("- issue_refund(order_id='O-4471', amount=42.5) -> done: refund R-1 of 42.5", "done"),
+        ("issue_refund(order_id='O-4471') -> done (resolved by resolver: found it)", "done"),
+        ("issue_refund(order_id='O-4471') -> not done (never started): call it again", "not done"),
+        ("issue_refund(order_id='O-4471') -> in doubt: do not call it again", "in doubt"),
+        ("issue_refund(order_id='O-4471') -> not started yet", "not started yet"),
+        ("issue_refund(order_id='O-4471') -> waiting for approval", "waiting for approval"),
+        ("issue_refund(order_id='O-4471') -> failed: card expired", "failed"),
+        ("issue_refund(order_id='O-4471') -> refused (rejected by a person: no)", "refused"),
+        ("tool issue_refund: refund R-1 of 42.5 for O-4471", "done"),
+        ("tool issue_refund: The outcome of issue_refund(...) is UNKNOWN: ...", "in doubt"),
+        ("assistant: Next: issue_refund. | called issue_refund(order_id='O-4471')", None),
+        ("assistant: called send_email(to='a') -> done: sent", None),
+    ],
+)
+def test_the_model_reads_each_outcome_the_briefing_can_show(line: str, seen: str | None) -> None:
+    # The phrases of notes/OUTCOMES.md; a call of another tool says nothing of this one.
+    assert briefing_outcome("issue_refund", f"# Briefing\n{line}\n") == seen
 
 
 @pytest.mark.parametrize("style", STYLES)
