@@ -4,12 +4,13 @@ An 8-step refund task: ``lookup_order`` (pure), ``update_working_state`` (recall
 ``check_policy`` (pure), ``issue_refund`` (external), ``set_pointer`` (recall tool),
 ``send_email`` (external), ``update_crm`` (idempotent), then the final answer. Every tool body
 appends a ``run`` line to the case's effect log, and every real effect an ``effect`` line with
-its idempotency key (fsynced), so a count survives any kill. ``update_crm`` dedupes by its key
+its idempotency key, each written before the tool goes on, so a count survives any kill. ``update_crm`` dedupes by its key
 as a real API does: the same key again changes nothing, a new key updates again.
 
 ``RefundModel`` decides from its input only (the briefing system message and the messages),
 never from a counter or a file, so a killed process and its replacement, on the same thread or
-a new one, act alike: it walks the steps in order and asks ``outcome`` what it can see of each.
+a new one, act alike: it walks the steps in order and asks ``outcome`` what it can see of each
+(``briefing_outcome`` is the one function that reads the briefing's format).
 ``naive=True`` calls a step again whenever it cannot see its outcome; the careful model stops.
 
 A case runs two forked children of the test process (which has imported everything, so a
@@ -150,6 +151,16 @@ def message_outcome(tool_name: str, convo: Sequence[BaseMessage]) -> str | None:
     return None
 
 
+def outcome(tool_name: str, briefing: str, convo: Sequence[BaseMessage]) -> str | None:
+    """What the model can see of ``tool_name``'s step. "done" from either source wins (an old
+    thread's call settled "not done" in the briefing, then called again here and answered);
+    otherwise the briefing, which tells the records' state now, before an earlier answer."""
+    told, answered = briefing_outcome(tool_name, briefing), message_outcome(tool_name, convo)
+    if "done" in (told, answered):
+        return "done"
+    return told or answered
+
+
 def _asked(tool_name: str, briefing: str, convo: Sequence[BaseMessage]) -> bool:
     """Whether a call of ``tool_name`` was made before (visible as a call, outcome or not)."""
     if re.search(rf"\b{tool_name}\(", briefing):
@@ -168,7 +179,7 @@ def decide(messages: Sequence[BaseMessage], *, naive: bool) -> tuple[str, list[S
     if not asked_for and f"user: {REQUEST}" not in briefing:
         return "I cannot see what you asked me to do; please tell me the task.", []
     for step in STEPS:
-        seen = message_outcome(step.tool, convo) or briefing_outcome(step.tool, briefing)
+        seen = outcome(step.tool, briefing, convo)
         if seen == "done":
             continue
         if seen in WAIT:

@@ -53,10 +53,12 @@ from fix_matrix import (
     briefing_outcome,
     count_puts,
     full_cases,
+    outcome,
     problems,
     run_case,
     sampled_cases,
 )
+from langchain_core.messages import AIMessage, ToolMessage
 
 pytestmark = [
     pytest.mark.slow,
@@ -127,6 +129,23 @@ def folder(tmp_path: Path) -> str:
 def test_the_model_reads_each_outcome_the_briefing_can_show(line: str, seen: str | None) -> None:
     # The phrases of notes/OUTCOMES.md; a call of another tool says nothing of this one.
     assert briefing_outcome("issue_refund", f"# Briefing\n{line}\n") == seen
+
+
+def test_an_answered_call_counts_as_done_over_an_older_outcome_in_the_briefing() -> None:
+    # An old thread's call settled "not done" and called again here: the answer here counts.
+    # Without it the naive model would call issue_refund forever.
+    briefing = "issue_refund(order_id='O-4471') -> not done (never started): call it again"
+    answered = [
+        AIMessage("", tool_calls=[{"name": "issue_refund", "args": {}, "id": "c1"}]),
+        ToolMessage("refund R-1 of 42.5", tool_call_id="c1", name="issue_refund"),
+    ]
+    assert outcome("issue_refund", briefing, answered) == "done"
+    assert outcome("issue_refund", briefing, []) == "not done"
+    # The records' state now (the briefing) before an answer given earlier in the thread.
+    in_doubt = ToolMessage("UNKNOWN", tool_call_id="c1", name="issue_refund", status="error")
+    in_doubt.artifact = {"recall": {"code": "in_doubt", "action_id": "a1"}}
+    assert outcome("issue_refund", "", [answered[0], in_doubt]) == "in doubt"
+    assert outcome("issue_refund", briefing, [answered[0], in_doubt]) == "not done"
 
 
 @pytest.mark.parametrize("style", STYLES)
