@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,9 +90,12 @@ class Databases:
                 import psycopg
 
                 database = self.request.getfixturevalue("pg_database")
+                # A name of its own: under xdist's load balancing a module fixture can be
+                # made again in one session when the module's tests come back to a worker.
+                schema = "matrix_" + secrets.token_hex(4)
                 with psycopg.connect(database, autocommit=True) as conn:
-                    conn.execute('CREATE SCHEMA "matrix"')
-                self.made[db] = with_schema(database, "matrix")
+                    conn.execute(f'CREATE SCHEMA "{schema}"')
+                self.made[db] = with_schema(database, schema)
             else:
                 self.made[db] = str(self.folder / "matrix.db")
         return self.made[db]
