@@ -121,13 +121,20 @@ def _text(m: BaseMessage) -> str:
 
 def briefing_outcome(tool_name: str, briefing: str) -> str | None:
     """What the briefing says of ``tool_name``'s latest call: one of ``_PHRASES``, or "done"
-    for a recorded tool turn ("tool <name>: ..."), or None when it shows no outcome.
+    for a recorded tool turn ("tool <name>: ..."), "in doubt" for a call listed under a
+    heading that says "in doubt", or None when it shows no outcome.
 
     The one place that reads the briefing's format: adapt it here if the format changes."""
     found: str | None = None
     if tool_name in NOTES and NOTES[tool_name] in briefing:
         found = "done"  # a recall tool's call shows as what it wrote down
+    doubtful = False  # under a heading of calls in doubt
     for line in briefing.splitlines():
+        if line.startswith("#"):
+            doubtful = "in doubt" in line.lower()
+        elif doubtful and re.match(rf"- {tool_name}\(", line) and " -> " not in line:
+            found = "in doubt"
+            continue
         turn = re.search(rf"\btool {tool_name}: (.*)", line)
         if turn:
             found = "in doubt" if "is UNKNOWN" in turn.group(1) else "done"

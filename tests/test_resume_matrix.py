@@ -127,6 +127,11 @@ def folder(tmp_path: Path) -> str:
         ("tool issue_refund: refund R-1 of 42.5 for O-4471", "done"),
         ("tool issue_refund: The outcome of issue_refund(...) is UNKNOWN: ...", "in doubt"),
         ("assistant: Next: issue_refund. | called issue_refund(order_id='O-4471')", None),
+        (
+            "## Unconfirmed calls (in doubt): ...\n- issue_refund(order_id='O-4471') [a1]",
+            "in doubt",
+        ),
+        ("## Working state\n- issue_refund(order_id='O-4471') [a1]", None),
         ("assistant: called send_email(to='a') -> done: sent", None),
     ],
 )
