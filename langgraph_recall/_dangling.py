@@ -87,7 +87,6 @@ def answer_dangling(store: RecallStore, agent_id: str, messages: list[Any]) -> l
         calls = [c for c in m.tool_calls if c.get("id") in open_ids]
         if not calls:
             continue
-        open_ids.difference_update(c["id"] for c in calls)  # one answer per call id
         after = i + 1
         while after < len(messages) and isinstance(messages[after], ToolMessage):
             after += 1
@@ -101,11 +100,7 @@ def answer_dangling(store: RecallStore, agent_id: str, messages: list[Any]) -> l
     records = store.call_records(agent_id, list(keys.values())) if keys else {}
     out = list(messages)
     for after, m, calls in reversed(places):  # from the end: earlier indexes stay right
-        answers = [
-            _answer(c, records.get(keys[(id(m), c["id"])]) if (id(m), c["id"]) in keys else None)
-            for c in calls
-        ]
-        out[after:after] = answers
+        out[after:after] = [_answer(c, records.get(keys.get((id(m), c["id"]), ""))) for c in calls]
     return out
 
 

@@ -2712,6 +2712,63 @@ MUTATIONS = [
         "            if False:\n                out.append(",
         ("tests/test_faults_pg.py::-k::cannot_reach and sync",),
     ),
+    Mutation(
+        "dangling_nothing_read",
+        "dangling calls: with none, the model's input is the same list and nothing is read",
+        "langgraph_recall/_dangling.py",
+        "    if not open_ids:\n        return messages\n",
+        "",
+        ("tests/test_dangling_calls.py::-k::nothing_dangling_leaves",),
+    ),
+    Mutation(
+        "dangling_answered_left_alone",
+        "dangling calls: a call a ToolMessage answers gets no second answer",
+        "langgraph_recall/_dangling.py",
+        "    asked.difference_update(",
+        "    asked.union(",
+        ("tests/test_dangling_calls.py::-k::nothing_dangling or follows_the_ai",),
+    ),
+    Mutation(
+        "dangling_after_own_answers",
+        "dangling calls: the answer follows the AI message's existing ToolMessages",
+        "langgraph_recall/_dangling.py",
+        "        while after < len(messages) and isinstance(messages[after], ToolMessage):\n"
+        "            after += 1\n",
+        "",
+        ("tests/test_dangling_calls.py::-k::follows_the_ai",),
+    ),
+    Mutation(
+        "dangling_outcome_recorded",
+        "dangling calls: the answer carries the outcome the records hold",
+        "langgraph_recall/_dangling.py",
+        "    outcome = outcome_text(record, None) or NO_ANSWER\n",
+        "    outcome = NO_ANSWER\n",
+        ("tests/test_dangling_calls.py::-k::recorded_outcome or one_query",),
+    ),
+    Mutation(
+        "dangling_with_briefing",
+        "dangling calls: with_briefing answers them in the model's input",
+        "langgraph_recall/_hooks.py",
+        "    return _in_front(answer_dangling(found, agent, given), briefing.message)\n",
+        "    return _in_front(given, briefing.message)\n",
+        ("tests/test_dangling_calls.py::-k::with_briefing_answers or pure_tools",),
+    ),
+    Mutation(
+        "dangling_pre_model_hook",
+        "dangling calls: pre_model_hook answers them in llm_input_messages",
+        "langgraph_recall/_hooks.py",
+        "    answered = answer_dangling(store, agent, messages)\n",
+        "    answered = messages\n",
+        ("tests/test_dangling_calls.py::-k::pre_model_hook",),
+    ),
+    Mutation(
+        "dangling_middleware",
+        "dangling calls: RecallMiddleware answers them in the model request",
+        "langgraph_recall/_middleware.py",
+        "        answered = answer_dangling(store, agent, request.messages)\n",
+        "        answered = request.messages\n",
+        ("tests/test_dangling_calls.py::-k::middleware_answers",),
+    ),
 ]
 
 
