@@ -16,12 +16,12 @@ when a call dangles.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, methodcaller
+from operator import attrgetter, is_, itemgetter
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ._briefing_lines import RECALL_TOOL_NAMES
 from ._briefing_outcomes import outcome_text
@@ -42,29 +42,33 @@ NO_ANSWER = (
 """The outcome of a dangling call the records know nothing of (a pure tool's, or a durable
 call that was never claimed, so never began)."""
 
-_TYPE = attrgetter("type")
 _CALLS = attrgetter("tool_calls")
 _ANSWERED = attrgetter("tool_call_id")
-_CALL_ID = methodcaller("get", "id")
+_CALL_ID = itemgetter("id")
+#: LangChain's own message classes: a list of only these is split by class identity, in C
+#: (``isinstance`` on a pydantic class costs as much per message as the whole check).
+_PLAIN = frozenset({HumanMessage, AIMessage, ToolMessage, SystemMessage})
 
 
 def dangling_ids(messages: Sequence[Any]) -> set[str]:
     """The ids of the tool calls asked in ``messages`` that no ToolMessage among them answers.
 
     In C whatever the length: the usual answer is the empty set, at every model call."""
+    classes = list(map(type, messages))
+    if _PLAIN.issuperset(set(classes)):
+        asking: Iterable[Any] = compress(messages, map(is_, classes, repeat(AIMessage)))
+        answers: Iterable[Any] = compress(messages, map(is_, classes, repeat(ToolMessage)))
+    else:  # a subclass (a chunk, a user's own), or a dict: one by one
+        asking = [m for m in messages if isinstance(m, AIMessage)]
+        answers = [m for m in messages if isinstance(m, ToolMessage)]
+    calls = list(chain.from_iterable(map(_CALLS, asking)))
     try:
-        types = list(map(_TYPE, messages))
-    except AttributeError:  # a dict or other non-message: nothing to go by
-        return set()
-    asked = set(
-        map(
-            _CALL_ID,
-            chain.from_iterable(map(_CALLS, compress(messages, map(eq, types, repeat("ai"))))),
-        )
-    )
+        asked = set(map(_CALL_ID, calls))
+    except KeyError:  # a call given as a bare dict without an id
+        asked = {c.get("id") for c in calls}
     if not asked:
         return asked
-    asked.difference_update(map(_ANSWERED, compress(messages, map(eq, types, repeat("tool")))))
+    asked.difference_update(map(_ANSWERED, answers))
     asked.discard(None)
     return asked
 

@@ -2746,6 +2746,14 @@ MUTATIONS = [
         ("tests/test_dangling_calls.py::-k::recorded_outcome or one_query",),
     ),
     Mutation(
+        "dangling_other_classes",
+        "dangling calls: messages of other classes than LangChain's own are looked at too",
+        "langgraph_recall/_dangling.py",
+        "        asking = [m for m in messages if isinstance(m, AIMessage)]\n",
+        "        asking = []\n",
+        ("tests/test_dangling_calls.py::-k::another_class",),
+    ),
+    Mutation(
         "dangling_with_briefing",
         "dangling calls: with_briefing answers them in the model's input",
         "langgraph_recall/_hooks.py",

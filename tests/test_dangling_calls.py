@@ -169,6 +169,18 @@ def test_a_pure_tools_dangling_call_says_it_got_no_answer(store: RecallStore) ->
     ]
 
 
+def test_a_message_of_another_class_is_looked_at_too(store: RecallStore) -> None:
+    # A subclass of LangChain's message classes (a chunk, an application's own) is not split
+    # off by class identity; the messages are then looked at one by one.
+    class CustomAI(AIMessage):
+        pass
+
+    _refund_recorded(store, "done")
+    thread = _killed_thread(_call("issue_refund", "c1", order="O-4471", amount=42.5))
+    thread[1] = CustomAI("", tool_calls=thread[1].tool_calls, id="ai-1")
+    assert _answer_of(answer_dangling(store, "a", thread), "c1") == [OUTCOMES["done"]]
+
+
 def test_nothing_dangling_leaves_the_input_as_it_is_and_reads_nothing(
     store: RecallStore, monkeypatch: Any
 ) -> None:
