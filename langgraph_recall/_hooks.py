@@ -27,6 +27,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ._briefing import BRIEFING_ID, Briefing, build_briefing, is_briefing_message
 from ._context import agent_id_of, checkpointer_of, store_of, thread_id_of
+from ._dangling import answer_dangling
 from .store import RecallStore
 from .store._transcript import own_ids, with_stable_ids
 
@@ -308,7 +309,9 @@ def _pre_model(state: Any, config: RunnableConfig, opts: _Options) -> dict[str, 
     store, agent, _ = _where(config, opts)
     briefing = _brief(store, agent, messages, opts, ids)
     unstored = _UnstoredBriefing(content=briefing.text, id=BRIEFING_ID)
-    return {"llm_input_messages": _in_front(messages, unstored, ids)}
+    # The answers added have no id, so ``ids`` still tells whether a briefing is among them.
+    answered = answer_dangling(store, agent, messages)
+    return {"llm_input_messages": _in_front(answered, unstored, ids)}
 
 
 def _record_only(state: Any, config: RunnableConfig, opts: _Options) -> dict[str, Any]:
@@ -421,7 +424,9 @@ def with_briefing(
 
     Call it inside a node: ``model.invoke(with_briefing(state["messages"]))``. The store and
     agent come from the running graph (or ``store=``/``config=``). Turns already in
-    ``messages`` are left out of the briefing. Options are those of ``build_briefing``.
+    ``messages`` are left out of the briefing. A tool call in ``messages`` that no ToolMessage
+    answers (its tool step was lost to a crash) is answered with its outcome from the records.
+    Options are those of ``build_briefing``.
 
     Raises:
         RecallError: ``invalid_value`` when no RecallStore or agent can be found.
@@ -430,8 +435,9 @@ def with_briefing(
     found = store_of(cfg, None, store)
     agent = agent_id_of(cfg)
     opts = _Options(token_budget=token_budget, store=found, briefing=options)
-    briefing = _brief(found, agent, list(messages), opts)
-    return _in_front(list(messages), briefing.message)
+    given = list(messages)
+    briefing = _brief(found, agent, given, opts)
+    return _in_front(answer_dangling(found, agent, given), briefing.message)
 
 
 async def awith_briefing(

@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 
 from ._briefing import RECALL_TOOL_NAMES, build_briefing, is_briefing_message
 from ._context import agent_id_of, checkpointer_of, store_of, thread_id_of
+from ._dangling import answer_dangling
 from ._errors import RecallError
 from ._hooks import (
     _checkpointer_records,
@@ -164,7 +165,8 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     # --- every model call -------------------------------------------------------------------
 
     def _prepare(self, request: ModelRequest) -> ModelRequest:
-        """Record what is new, then put a fresh briefing into the system message."""
+        """Record what is new, then put a fresh briefing into the system message, and answer
+        each tool call no ToolMessage answers with its outcome from the records."""
         store, agent, thread, config = self._where(request.runtime)
         state_messages = _state_messages(request.state, self.messages_key)
         ids = own_ids(state_messages)  # once: both the recording and the exclusions use them
@@ -180,9 +182,11 @@ class RecallMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             # Inside the running agent: calls in doubt over budget are counted, never refused.
             **{"doubts_over_budget": "count", **self.briefing_options},
         )
-        return request.override(
-            system_message=_with_briefing(request.system_message, briefing.text)
-        )
+        system = _with_briefing(request.system_message, briefing.text)
+        answered = answer_dangling(store, agent, request.messages)
+        if answered is request.messages:  # the usual: no call left unanswered
+            return request.override(system_message=system)
+        return request.override(system_message=system, messages=answered)
 
     def _check_offered(self, request: ModelRequest) -> None:
         if self._durable is not None:

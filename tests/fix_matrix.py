@@ -149,6 +149,14 @@ def message_outcome(tool_name: str, convo: Sequence[BaseMessage]) -> str | None:
     """What the conversation's latest ToolMessage of ``tool_name`` says (None: there is none)."""
     for m in reversed(convo):
         if isinstance(m, ToolMessage) and m.name == tool_name:
+            text = _text(m)
+            if text.startswith("[langgraph-recall] "):
+                # An answer the hooks put in for a call its thread never answered: its
+                # outcome from the records, worded as the briefing's (" -> <phrase>").
+                told = text.split(" -> ", 1)[1] if " -> " in text else ""
+                if told.startswith("no answer"):
+                    return "not done"
+                return next((p for p in _PHRASES if told.startswith(p)), None)
             recall = (m.artifact or {}).get("recall", {}) if isinstance(m.artifact, dict) else {}
             if recall.get("code") == "in_doubt" or "is UNKNOWN" in _text(m):
                 return "in doubt"

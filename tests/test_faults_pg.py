@@ -374,7 +374,7 @@ def test_chaos_no_effect_twice_no_turn_lost_only_recall_errors(
         if [i for i in recorded if i in set(held)] != held:
             # Its last run's final write failed (it raised `database`, the messages safe in
             # the checkpoint): doctor names the agent, and its next run records them.
-            wait_until(lambda: _expired(store, agent), 10)  # a run still going is not judged
+            wait_until(lambda a=agent: _expired(store, a), 10)  # a run still going is not judged
             findings = run_doctor(store)["findings"]
             assert any(repr(agent) in f and "not recorded" in f for f in findings), findings
             graph.invoke(None, config(agent, agent))
