@@ -43,13 +43,20 @@ class OwnServer:
         self.start()
 
     def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        done = subprocess.run(
             [*self._as, str(PG_BIN / tool), *args],
             capture_output=True,
             text=True,
-            check=check,
             timeout=120,
         )
+        if check and done.returncode != 0:
+            log = self.folder / "log"
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise RuntimeError(
+                f"{tool} {' '.join(args)} failed ({done.returncode}): {done.stdout} "
+                f"{done.stderr}\nserver log:\n{tail}"
+            )
+        return done
 
     def start(self) -> None:
         opts = (

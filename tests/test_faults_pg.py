@@ -58,6 +58,38 @@ def _is_database_error(exc: BaseException) -> bool:
     )
 
 
+@pytest.fixture(autouse=True)
+def server_up(own_pg: OwnServer) -> Iterator[None]:
+    """Each test starts with the module's server up: one that failed while the server was
+    stopped must not fail every test after it."""
+    yield
+    try:
+        own_pg.start()
+    except RuntimeError:
+        pass  # it was running
+    wait_up(own_pg)
+
+
+@contextmanager
+def before_the_final_write(store: RecallStore, fault: Callable[[], object]) -> Iterator[None]:
+    """Run ``fault`` (the server stopped) as the run's final write is about to begin."""
+    real = store._end_run
+
+    struck: list[bool] = []
+
+    def end_run(*args: Any, **kwargs: Any) -> bool:
+        if not struck:
+            struck.append(True)
+            fault()
+        return real(*args, **kwargs)
+
+    store._end_run = end_run  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del store._end_run
+
+
 @contextmanager
 def at_the_final_write(
     store: RecallStore, dsn: str, agent: str, fault: Callable[[], object]
@@ -65,6 +97,8 @@ def at_the_final_write(
     """Run ``fault`` while the run's final write (the release of ``agent``'s lease with its
     last turns) waits inside the server: a session of the test holds the lease row, the
     final write's statement queues behind it, then ``fault`` strikes and the row is let go.
+    A renewal of the lease queues behind that row too: it is not the statement waited for
+    (struck then, the final write could commit in the moment the shutdown freed the row).
     Yields the list of final-write attempts the run made."""
     real = store._end_run
     attempts: list[int] = []
@@ -81,7 +115,8 @@ def at_the_final_write(
                         lambda: (
                             watch.execute(
                                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
-                                "'Lock' AND datname = current_database()"
+                                "'Lock' AND datname = current_database() AND query NOT LIKE "
+                                "'UPDATE recall_leases SET expires_at = %%'"
                             ).fetchone()[0]  # type: ignore[index]
                             > 0
                         ),
@@ -166,10 +201,10 @@ def test_a_run_whose_end_cannot_reach_the_server_raises_and_a_resubmission_recor
     dsn: str, own_pg: OwnServer, use_async: bool
 ) -> None:
     store = RecallStore.open(dsn, busy_timeout=2.0)
-    cp = store.checkpointer(lease_ttl=2.0)
+    cp = store.checkpointer(lease_ttl=6.0)
     graph = step_graph().compile(checkpointer=cp, store=store)
     cfg = config("t1", "a1", turn_id="turn-1")
-    with at_the_final_write(store, dsn, "a1", own_pg.stop):
+    with before_the_final_write(store, own_pg.stop):
         with pytest.raises(RecallError, match="safe in the checkpoint") as failed:
             if use_async:
                 asyncio.run(cp.ainvoke(graph, turn_input("go", 5), cfg))
@@ -183,7 +218,7 @@ def test_a_run_whose_end_cannot_reach_the_server_raises_and_a_resubmission_recor
     assert len(recorded_ids(store, "a1")) == 1
     # Its lease was not given back (the server was down): once it expires, doctor says what
     # the checkpoints hold that the turns lack.
-    wait_until(lambda: _expired(store, "a1"), 10)
+    wait_until(lambda: _expired(store, "a1"), 30)
     findings = run_doctor(store)["findings"]
     assert any("are not recorded as its turns" in f and "'a1'" in f for f in findings), findings
     # The same turn again: answered from the record, nothing runs twice, every message recorded.
